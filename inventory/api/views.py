@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from django.db import connection
+from drf_spectacular.utils import extend_schema
+from rest_framework.generics import GenericAPIView
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from inventory import redis_store, selectors, services
+from inventory.api.serializers import HealthOutput, SkuOutput, sku_output
+from inventory.errors import SkuNotFound
+from inventory.models import Sku
+
+
+class SkuListView(GenericAPIView):
+    serializer_class = SkuOutput
+    queryset = Sku.objects.all()
+
+    @extend_schema(responses=SkuOutput(many=True))
+    def get(self, request):
+        page = self.paginate_queryset(Sku.objects.order_by("sku_id"))
+        views = selectors.sku_views(skus=list(page))
+        return self.get_paginated_response([sku_output(v, staff=request.user.is_staff) for v in views])
+
+
+class SkuDetailView(APIView):
+    @extend_schema(responses=SkuOutput)
+    def get(self, request, sku_id: str):
+        sku = selectors.sku_get(sku_id=sku_id)
+        if sku is None:
+            raise SkuNotFound()
+        services.stock_warm(sku_id=sku_id)
+        [view] = selectors.sku_views(skus=[sku])
+        return Response(sku_output(view, staff=request.user.is_staff))
+
+
+def _check(fn) -> str:
+    try:
+        fn()
+        return "ok"
+    except Exception as exc:  # a health probe reports, it does not raise
+        return f"error: {exc.__class__.__name__}"
+
+
+def _mysql() -> None:
+    with connection.cursor() as cur:
+        cur.execute("SELECT 1")
+
+
+def _broker() -> None:
+    from seckill_site.celery import app
+
+    with app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, timeout=2)
+
+
+class HealthView(APIView):
+    permission_classes = [AllowAny]
+    authentication_classes: list = []
+
+    @extend_schema(responses={200: HealthOutput, 503: HealthOutput})
+    def get(self, request):
+        body = {"mysql": _check(_mysql), "redis": _check(redis_store.ping), "broker": _check(_broker)}
+        if all(v == "ok" for v in body.values()):
+            return Response(body)
+        failing = ", ".join(k for k, v in body.items() if v != "ok")
+        return Response({**body, "code": "unavailable", "detail": f"failing: {failing}"}, status=503)

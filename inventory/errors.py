@@ -1,0 +1,68 @@
+"""Domain errors: each carries its data, its API code and its HTTP status."""
+from __future__ import annotations
+
+from typing import Any
+
+
+class DomainError(Exception):
+    code = "error"
+    http_status = 400
+    message = "Request refused."
+
+    def __init__(self, detail: str | None = None, **data: Any) -> None:
+        self.detail = detail or self.message
+        self.data = data
+        super().__init__(self.detail)
+
+    def extra(self) -> dict[str, Any]:
+        return {}
+
+
+class SkuNotFound(DomainError):
+    code, http_status, message = "sku_not_found", 404, "No such SKU."
+
+
+class SoldOut(DomainError):
+    code, http_status, message = "sold_out", 409, "Sold out."
+
+
+class LimitReached(DomainError):
+    code, http_status, message = "limit_reached", 409, "Per-user limit reached for this SKU."
+
+
+class SaleNotActive(DomainError):
+    code, http_status, message = "sale_not_active", 409, "The sale is not open."
+
+
+class IdempotencyKeyRequired(DomainError):
+    code, http_status, message = "idempotency_key_required", 400, "Header Idempotency-Key (1..64 chars) is required."
+
+
+class IdempotencyKeyReused(DomainError):
+    code, http_status, message = "idempotency_key_reused", 422, "This Idempotency-Key was used with a different body."
+
+
+class InvalidInput(DomainError):
+    code, http_status, message = "invalid", 400, "Invalid input."
+
+
+class Unavailable(DomainError):
+    code, http_status, message = "unavailable", 503, "A backing service is unavailable; nothing was taken."
+
+
+class OrderNotFound(DomainError):
+    code, http_status, message = "not_found", 404, "Not found."
+
+
+class NotPayable(DomainError):
+    code, http_status, message = "not_payable", 409, "This order cannot be paid."
+
+
+class NotCancellable(DomainError):
+    code, http_status, message = "not_cancellable", 409, "This order cannot be cancelled."
+
+
+class StockRefused(DomainError):
+    """MySQL refused a take: its conditional UPDATE found too little stock."""
+
+    code, http_status, message = "insufficient_stock", 409, "Not enough stock in MySQL."

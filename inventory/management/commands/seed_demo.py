@@ -1,0 +1,45 @@
+import os
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+
+from inventory import selectors, services
+
+DEMO_SKUS = (
+    # sku_id, name, stock, per-user limit, price, starts in (hours)
+    ("DEMO-PHONE", "Demo phone, launch edition", 100, 1, "999.00", 0),
+    ("DEMO-EARBUDS", "Demo earbuds", 500, 2, "59.00", 0),
+    ("DEMO-WATCH", "Demo watch, next week's drop", 50, 1, "299.00", 24 * 7),
+)
+
+
+class Command(BaseCommand):
+    help = "Demo SKUs, an admin user and a demo buyer, with warmed stock. Safe to run twice."
+
+    def handle(self, *args, **_opts):
+        User = get_user_model()
+        username = os.environ.get("SECKILL_ADMIN_USER", "admin")
+        password = os.environ.get("SECKILL_ADMIN_PASSWORD", "admin")
+        admin = User.objects.filter(username=username).first()
+        if admin is None:
+            User.objects.create_superuser(username=username, email="", password=password)
+            self.stdout.write(f"admin user: {username} / {password}")
+        else:
+            self.stdout.write(f"admin user {username} exists (password unchanged)")
+
+        buyer, _ = User.objects.get_or_create(username="demo-buyer")
+        token, _ = Token.objects.get_or_create(user=buyer)
+        self.stdout.write(f"demo buyer token: {token.key}")
+
+        now = timezone.now()
+        for sku_id, name, stock, limit, price, hours in DEMO_SKUS:
+            if selectors.sku_get(sku_id=sku_id) is None:
+                services.sku_create(sku_id=sku_id, stock=stock, name=name, per_user_limit=limit, price=price,
+                                    starts_at=now + timedelta(hours=hours), actor="seed_demo")
+                self.stdout.write(f"created {sku_id} ({stock} units)")
+            else:
+                services.stock_warm(sku_id=sku_id)
+                self.stdout.write(f"{sku_id} exists, snapshot warm")

@@ -1,0 +1,114 @@
+"""Stock of record (MySQL): one row per SKU with its buckets, the inventory log
+that anchors every operation, and the consumer dedup record."""
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import F, Q
+
+
+class Sku(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        PAUSED = "paused", "Paused"
+        ENDED = "ended", "Ended"
+
+    sku_id = models.CharField(max_length=64, primary_key=True)
+    name = models.CharField(max_length=200)
+    price = models.DecimalField(max_digits=12, decimal_places=2, default=0)
+    total_stock = models.BigIntegerField(default=0)
+    available_stock = models.BigIntegerField(default=0)
+    frozen_stock = models.BigIntegerField(default=0)
+    locked_stock = models.BigIntegerField(default=0)
+    sold_stock = models.BigIntegerField(default=0)
+    per_user_limit = models.PositiveIntegerField(default=1)
+    sale_starts_at = models.DateTimeField(null=True, blank=True)
+    sale_ends_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    # Bumped by every edit of sale data so caches can tell a stale copy.
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["sku_id"]
+        verbose_name = "SKU"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(total_stock=F("available_stock") + F("frozen_stock") + F("locked_stock") + F("sold_stock")),
+                name="sku_buckets_sum_to_total",
+            ),
+            models.CheckConstraint(
+                condition=Q(available_stock__gte=0) & Q(frozen_stock__gte=0) & Q(locked_stock__gte=0) & Q(sold_stock__gte=0),
+                name="sku_buckets_not_negative",
+            ),
+            models.CheckConstraint(condition=Q(per_user_limit__gte=1), name="sku_per_user_limit_positive"),
+            models.CheckConstraint(
+                condition=Q(sale_ends_at__isnull=True) | Q(sale_starts_at__isnull=True) | Q(sale_ends_at__gt=F("sale_starts_at")),
+                name="sku_sale_window_ordered",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sku_id} ({self.name})"
+
+
+class InventoryLog(models.Model):
+    """One row per stock operation: the audit anchor of that operation."""
+
+    class Operation(models.TextChoices):
+        DECR = "DECR", "Sale take (order confirmed)"
+        INCR = "INCR", "Give back (cancel / expiry)"
+        FREEZE = "FREEZE", "Freeze"
+        UNFREEZE = "UNFREEZE", "Unfreeze"
+        RESTOCK = "RESTOCK", "Restock"
+        WRITE_OFF = "WRITE_OFF", "Write off frozen"
+        REPAIR = "REPAIR", "Reconciliation repair"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        SUCCESS = "success", "Success"
+        FAIL = "fail", "Fail"
+
+    sku = models.ForeignKey(Sku, on_delete=models.PROTECT, related_name="log")
+    operation = models.CharField(max_length=16, choices=Operation.choices)
+    quantity = models.PositiveIntegerField()
+    # NULL for operations that belong to no order (ops moves); unique with the
+    # operation otherwise, so an order has at most one row per operation.
+    order_id = models.CharField(max_length=64, null=True, blank=True, default=None)
+    op_id = models.CharField(max_length=64, blank=True, default="")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    reason = models.CharField(max_length=255, blank=True, default="")
+    actor = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["sku", "created_at"], name="invlog_sku_time"),
+            models.Index(fields=["status", "created_at"], name="invlog_status_time"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["order_id", "operation"], name="invlog_one_row_per_order_operation"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.operation} {self.quantity} of {self.sku_id} [{self.status}]"
+
+
+class ConsumerDedup(models.Model):
+    """A message's business effect, recorded in the same transaction as the effect.
+
+    At-least-once delivery becomes exactly-once effect: a redelivered message
+    finds its id here and changes nothing.
+    """
+
+    business_id = models.CharField(max_length=128, unique=True)
+    operation = models.CharField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "consumer dedup record"
+
+    def __str__(self) -> str:
+        return self.business_id

@@ -1,0 +1,68 @@
+"""Every read of stock that the API, admin and reconciliation need."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Sum
+
+from inventory import redis_store
+from inventory.models import Sku
+
+
+def _ms(dt: datetime | None) -> int:
+    return int(dt.timestamp() * 1000) if dt else 0
+
+
+def sku_get(*, sku_id: str) -> Sku | None:
+    return Sku.objects.filter(pk=sku_id).first()
+
+
+def sku_list() -> list[Sku]:
+    return list(Sku.objects.all())
+
+
+def sku_ids_live() -> list[str]:
+    """SKUs that may hold reservations: not ended."""
+    return list(Sku.objects.exclude(status=Sku.Status.ENDED).values_list("sku_id", flat=True))
+
+
+def sku_snapshot(*, sku: Sku) -> redis_store.Snapshot:
+    """What Redis should hold for a SKU, recomputed from MySQL rows.
+
+    Per-user counts and idempotency records come from the orders, so a Redis
+    that lost its data still enforces the limit and answers retries.
+    """
+    from orders.models import Order
+
+    held = (
+        Order.objects.filter(sku_id=sku.sku_id, status__in=[Order.Status.PENDING_PAYMENT, Order.Status.PAID])
+        .values("user_id")
+        .annotate(units=Sum("quantity"))
+    )
+    keyed = Order.objects.filter(sku_id=sku.sku_id, idempotency_key__isnull=False).values_list(
+        "user_id", "idempotency_key", "order_id", "quantity"
+    )
+    return redis_store.Snapshot(
+        available=sku.available_stock,
+        total=sku.total_stock,
+        frozen=sku.frozen_stock,
+        version=sku.version,
+        per_user_limit=sku.per_user_limit,
+        starts_ms=_ms(sku.sale_starts_at),
+        ends_ms=_ms(sku.sale_ends_at),
+        status=sku.status,
+        buyers={row["user_id"]: row["units"] for row in held if row["units"]},
+        idempotency={f"{u}:{k}": f"{oid}|{q}" for u, k, oid, q in keyed},
+    )
+
+
+@dataclass(frozen=True)
+class SkuView:
+    sku: Sku
+    live: redis_store.LiveStock | None
+
+
+def sku_views(*, skus: list[Sku]) -> list[SkuView]:
+    live = redis_store.live_stock_many(sku_ids=[s.sku_id for s in skus]) if skus else {}
+    return [SkuView(sku=s, live=live.get(s.sku_id)) for s in skus]

@@ -1,0 +1,283 @@
+"""Every write to stock. Takes start in Redis, gives start in MySQL (DESIGN.md)."""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone as dt_timezone
+from decimal import Decimal
+from typing import Callable, Iterable, TypeVar
+
+from django.conf import settings
+from django.db import OperationalError, transaction
+from django.db.models import F, Sum
+from django.utils import timezone
+
+from inventory import redis_store, selectors
+from inventory.models import ConsumerDedup, InventoryLog, Sku
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MYSQL_DEADLOCK, MYSQL_LOCK_WAIT_TIMEOUT = 1213, 1205
+
+
+def with_mysql_retry(fn: Callable[[], T], *, attempts: int = 6) -> T:
+    """Run a transaction again on deadlock or lock-wait timeout, with jittered backoff."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except OperationalError as exc:
+            code = exc.args[0] if exc.args else None
+            if code not in (MYSQL_DEADLOCK, MYSQL_LOCK_WAIT_TIMEOUT) or attempt == attempts:
+                raise
+            logger.warning("mysql %s, retrying (attempt %d)", code, attempt)
+            time.sleep(min(0.5, 0.01 * 2**attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+def skus_lock(*, sku_ids: Iterable[str]) -> dict[str, Sku]:
+    """The one place stock rows are locked: always by primary key order."""
+    ids = sorted(set(sku_ids))
+    return {s.sku_id: s for s in Sku.objects.select_for_update().filter(pk__in=ids).order_by("pk")}
+
+
+# --- SKUs and snapshots -------------------------------------------------------
+
+def sku_create(
+    *,
+    sku_id: str,
+    stock: int,
+    name: str = "",
+    per_user_limit: int = 1,
+    price: Decimal | int | str = 0,
+    starts_at: datetime | None = None,
+    ends_at: datetime | None = None,
+    actor: str = "",
+) -> Sku:
+    """Create a SKU on sale (from now unless told otherwise) and warm its snapshot."""
+    with transaction.atomic(durable=True):
+        sku = Sku.objects.create(
+            sku_id=sku_id,
+            name=name or sku_id,
+            price=Decimal(str(price)),
+            total_stock=stock,
+            available_stock=stock,
+            per_user_limit=per_user_limit,
+            sale_starts_at=starts_at or timezone.now(),
+            sale_ends_at=ends_at,
+        )
+        if stock:
+            InventoryLog.objects.create(
+                sku=sku, operation=InventoryLog.Operation.RESTOCK, quantity=stock,
+                status=InventoryLog.Status.SUCCESS, reason="initial stock", actor=actor,
+            )
+    redis_store.clear_missing(sku_id=sku_id)
+    stock_warm(sku_id=sku_id)
+    return sku
+
+
+def stock_warm(*, sku_id: str) -> bool:
+    """Load the SKU's snapshot into Redis if it is absent. False if MySQL has no such SKU.
+
+    Under a short lock so two processes never load twice; the load itself
+    refuses to overwrite a snapshot that appeared meanwhile.
+    """
+    if redis_store.snapshot_exists(sku_id=sku_id):
+        return True
+    token = redis_store.warm_lock_acquire(sku_id=sku_id)
+    if token is None:
+        if redis_store.wait_for_snapshot(sku_id=sku_id):
+            return True
+        return selectors.sku_get(sku_id=sku_id) is not None and stock_warm(sku_id=sku_id)
+    try:
+        sku = selectors.sku_get(sku_id=sku_id)
+        if sku is None:
+            redis_store.mark_missing(sku_id=sku_id)
+            return False
+        loaded = redis_store.snapshot_load(sku_id=sku_id, snapshot=selectors.sku_snapshot(sku=sku))
+        if loaded:
+            logger.info("warmed %s: available=%s", sku_id, sku.available_stock)
+        return True
+    finally:
+        redis_store.warm_lock_release(sku_id=sku_id, token=token)
+
+
+# --- The confirm ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Reservation:
+    order_id: str
+    sku_id: str
+    user_id: int
+    quantity: int
+    idempotency_key: str
+    reserved_ms: int
+
+    def payload(self) -> dict:
+        return {
+            "order_id": self.order_id, "sku_id": self.sku_id, "user_id": self.user_id,
+            "quantity": self.quantity, "idempotency_key": self.idempotency_key,
+            "reserved_ms": self.reserved_ms,
+        }
+
+    @classmethod
+    def from_payload(cls, p: dict) -> "Reservation":
+        return cls(
+            order_id=str(p["order_id"]), sku_id=str(p["sku_id"]), user_id=int(p["user_id"]),
+            quantity=int(p["quantity"]), idempotency_key=str(p["idempotency_key"]),
+            reserved_ms=int(p["reserved_ms"]),
+        )
+
+    @classmethod
+    def from_inflight(cls, sku_id: str, e: redis_store.InFlight) -> "Reservation":
+        return cls(e.order_id, sku_id, e.user_id, e.quantity, e.idempotency_key, e.reserved_ms)
+
+
+@dataclass(frozen=True)
+class ConfirmOutcome:
+    state: str  # claimed / missing / done / released
+    confirmed: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    given_back: tuple[str, ...] = ()
+
+
+def reservation_confirm(*, reservation: Reservation) -> ConfirmOutcome:
+    """Make a reservation an order in MySQL, with a batch of others of its SKU.
+
+    The message is the trigger and the durable copy; the batch comes from the
+    SKU's in-flight queue in Redis, so one transaction confirms many
+    reservations and the later messages of those find them done (one Redis
+    call, no MySQL). A redelivered message changes nothing.
+    """
+    sku_id = reservation.sku_id
+    state, claimed = redis_store.claim(
+        sku_id=sku_id, order_id=reservation.order_id, batch=max(0, settings.SECKILL_CONFIRM_BATCH - 1)
+    )
+    if state in ("done", "released"):
+        return ConfirmOutcome(state)
+    batch = [Reservation.from_inflight(sku_id, e) for e in claimed]
+    if state == "missing":
+        batch.insert(0, reservation)
+    confirmed, failed, given_back = with_mysql_retry(lambda: _confirm_batch_in_mysql(sku_id=sku_id, batch=batch))
+    redis_store.settle(sku_id=sku_id, confirmed=confirmed, failed=failed, given_back=given_back)
+    return ConfirmOutcome(state, tuple(confirmed), tuple(failed), tuple(given_back))
+
+
+STOCK_REFUSAL = "insufficient_stock"
+
+
+def _confirm_batch_in_mysql(*, sku_id: str, batch: list[Reservation]) -> tuple[list[str], list[str], list[str]]:
+    """Returns (confirmed, refused for lack of stock, refused for another reason).
+
+    A reservation refused for lack of stock does not give its unit back to
+    Redis: Redis was above the truth, and giving it back would sell it again
+    only to fail again. One refused for another reason (per-user limit or key
+    already used, both possible only after Redis lost its records) gives it
+    back, since MySQL kept that unit available."""
+    from orders.models import Order
+
+    now = timezone.now()
+    expires_at = now + timedelta(seconds=settings.SECKILL_PAYMENT_TIMEOUT_SECONDS)
+    with transaction.atomic(durable=True):
+        sku = skus_lock(sku_ids=[sku_id]).get(sku_id)
+        if sku is None:
+            raise LookupError(f"SKU {sku_id} does not exist in MySQL")
+        ids = [r.order_id for r in batch]
+        known = {
+            oid: (st, why)
+            for oid, st, why in Order.objects.filter(order_id__in=ids).values_list("order_id", "status", "failure_reason")
+        }
+        confirmed = [oid for oid, (st, _) in known.items() if st != Order.Status.FAILED]
+        failed = [oid for oid, (st, why) in known.items() if st == Order.Status.FAILED and why == STOCK_REFUSAL]
+        given_back = [oid for oid, (st, why) in known.items() if st == Order.Status.FAILED and why != STOCK_REFUSAL]
+        fresh = sorted((r for r in batch if r.order_id not in known), key=lambda r: (r.reserved_ms, r.order_id))
+        if not fresh:
+            return confirmed, failed, given_back
+
+        users = {r.user_id for r in fresh}
+        keys_taken = set(
+            Order.objects.filter(user_id__in=users, idempotency_key__in={r.idempotency_key for r in fresh})
+            .values_list("user_id", "idempotency_key")
+        )
+        held = dict(
+            Order.objects.filter(
+                sku_id=sku_id, user_id__in=users,
+                status__in=[Order.Status.PENDING_PAYMENT, Order.Status.PAID],
+            ).values("user_id").annotate(units=Sum("quantity")).values_list("user_id", "units")
+        )
+        available = sku.available_stock
+        accepted: list[Reservation] = []
+        refused: list[tuple[Reservation, str]] = []
+        seen: set[str] = set()
+        for r in fresh:
+            if r.order_id in seen:
+                continue
+            seen.add(r.order_id)
+            if (r.user_id, r.idempotency_key) in keys_taken:
+                refused.append((r, "duplicate_idempotency_key"))
+            elif held.get(r.user_id, 0) + r.quantity > sku.per_user_limit:
+                refused.append((r, "limit_reached"))
+            elif r.quantity > available:
+                refused.append((r, STOCK_REFUSAL))
+            else:
+                accepted.append(r)
+                available -= r.quantity
+                held[r.user_id] = held.get(r.user_id, 0) + r.quantity
+                keys_taken.add((r.user_id, r.idempotency_key))
+
+        units = sum(r.quantity for r in accepted)
+        if units:
+            moved = Sku.objects.filter(pk=sku_id, available_stock__gte=units).update(
+                available_stock=F("available_stock") - units,
+                locked_stock=F("locked_stock") + units,
+                updated_at=now,
+            )
+            if moved != 1:  # cannot happen while we hold the row lock
+                raise RuntimeError(f"conditional stock update refused for {sku_id}")
+
+        def created(r: Reservation) -> datetime:
+            return datetime.fromtimestamp(r.reserved_ms / 1000, tz=dt_timezone.utc)
+
+        Order.objects.bulk_create(
+            [
+                Order(order_id=r.order_id, user_id=r.user_id, sku_id=sku_id, quantity=r.quantity,
+                      status=Order.Status.PENDING_PAYMENT, idempotency_key=r.idempotency_key,
+                      created_at=created(r), confirmed_at=now, expires_at=expires_at)
+                for r in accepted
+            ]
+            + [
+                Order(order_id=r.order_id, user_id=r.user_id, sku_id=sku_id, quantity=r.quantity,
+                      status=Order.Status.FAILED, failure_reason=why,
+                      idempotency_key=None if why == "duplicate_idempotency_key" else r.idempotency_key,
+                      created_at=created(r), confirmed_at=now, closed_at=now)
+                for r, why in refused
+            ]
+        )
+        InventoryLog.objects.bulk_create(
+            [
+                InventoryLog(sku_id=sku_id, operation=InventoryLog.Operation.DECR, quantity=r.quantity,
+                             order_id=r.order_id, op_id=r.order_id, status=InventoryLog.Status.PENDING,
+                             reason="order confirmed", actor=f"user:{r.user_id}")
+                for r in accepted
+            ]
+            + [
+                InventoryLog(sku_id=sku_id, operation=InventoryLog.Operation.DECR, quantity=r.quantity,
+                             order_id=r.order_id, op_id=r.order_id, status=InventoryLog.Status.FAIL,
+                             reason=f"refused by MySQL: {why}", actor=f"user:{r.user_id}")
+                for r, why in refused
+            ]
+        )
+        ConsumerDedup.objects.bulk_create(
+            [ConsumerDedup(business_id=f"{r.order_id}:confirm", operation="confirm") for r in accepted]
+            + [ConsumerDedup(business_id=f"{r.order_id}:confirm", operation="confirm") for r, _ in refused]
+        )
+        if refused:
+            logger.warning("confirm of %s refused %d reservation(s): %s", sku_id, len(refused),
+                           [(r.order_id, why) for r, why in refused])
+        return (
+            confirmed + [r.order_id for r in accepted],
+            failed + [r.order_id for r, why in refused if why == STOCK_REFUSAL],
+            given_back + [r.order_id for r, why in refused if why != STOCK_REFUSAL],
+        )

@@ -1,0 +1,90 @@
+"""One thin view per operation: validate, call one service or selector, shape."""
+from __future__ import annotations
+
+from datetime import datetime, timezone as dt_timezone
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.generics import GenericAPIView
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from inventory.errors import IdempotencyKeyRequired, InvalidInput, OrderNotFound
+from orders import selectors, services
+from orders.api.serializers import ErrorBody, OrderAccepted, OrderOutput, OrderPlaceInput
+
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key", str, OpenApiParameter.HEADER, required=True,
+    description="1..64 characters; the same key from the same user returns the same order.",
+)
+
+
+def idempotency_key_of(request) -> str:
+    key = request.META.get("HTTP_IDEMPOTENCY_KEY")
+    if key is None or not (1 <= len(key) <= 64) or not key.isprintable():
+        raise IdempotencyKeyRequired()
+    return key
+
+
+def validated_order_input(request) -> dict:
+    if not isinstance(request.data, dict):
+        raise InvalidInput("The body must be a JSON object.")
+    serializer = OrderPlaceInput(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class OrderListCreateView(GenericAPIView):
+    serializer_class = OrderOutput
+
+    @extend_schema(request=OrderPlaceInput, parameters=[IDEMPOTENCY_HEADER],
+                   responses={202: OrderAccepted, 400: ErrorBody, 404: ErrorBody, 409: ErrorBody,
+                              422: ErrorBody, 503: ErrorBody})
+    def post(self, request):
+        data = validated_order_input(request)
+        key = idempotency_key_of(request)
+        placed = services.order_place(
+            user_id=request.user.id, token=request.auth.key, sku_id=data["sku_id"],
+            quantity=data["quantity"], idempotency_key=key,
+            idempotency_pointer=request.auth.idempotency_pointer,
+        )
+        body = {"order_id": placed.order_id, "status": "PROCESSING", "sku_id": placed.sku_id,
+                "quantity": placed.quantity,
+                "created_at": datetime.fromtimestamp(placed.reserved_ms / 1000, tz=dt_timezone.utc)
+                if placed.created else None}
+        if not placed.created:
+            # A retry: answer with what that order is now (a rare, read-only path).
+            current = selectors.order_get(user_id=request.user.id, order_id=placed.order_id)
+            if current is not None:
+                body["status"], body["created_at"] = current.status, current.created_at
+        return Response({**OrderAccepted(body).data, "replayed": not placed.created},
+                        status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses=OrderOutput(many=True))
+    def get(self, request):
+        page = self.paginate_queryset(selectors.order_list(user_id=request.user.id))
+        return self.get_paginated_response([OrderOutput(selectors.OrderView.of(o)).data for o in page])
+
+
+class OrderDetailView(APIView):
+    @extend_schema(responses={200: OrderOutput, 404: ErrorBody})
+    def get(self, request, order_id: str):
+        view = selectors.order_get(user_id=request.user.id, order_id=order_id)
+        if view is None:
+            raise OrderNotFound()
+        return Response(OrderOutput(view).data)
+
+
+class BaselineView(APIView):
+    """Authenticates and validates exactly like POST orders, then takes nothing.
+
+    The benchmark's baseline: the ratio of the purchase to this is what the
+    Redis gate and the publish cost.
+    """
+
+    @extend_schema(request=OrderPlaceInput, parameters=[IDEMPOTENCY_HEADER], responses={202: OrderAccepted})
+    def post(self, request):
+        data = validated_order_input(request)
+        idempotency_key_of(request)
+        return Response({"order_id": "", "status": "VALIDATED", "sku_id": data["sku_id"],
+                         "quantity": data["quantity"], "created_at": None}, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,49 @@
+"""Orders of record. An order row is written by the confirm (never by the
+request path, which touches only Redis); until then the order lives in Redis as
+an in-flight reservation and in RabbitMQ as a confirm message."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Order(models.Model):
+    class Status(models.TextChoices):
+        PROCESSING = "PROCESSING", "Processing"
+        PENDING_PAYMENT = "PENDING_PAYMENT", "Pending payment"
+        PAID = "PAID", "Paid"
+        CANCELLED = "CANCELLED", "Cancelled"
+        EXPIRED = "EXPIRED", "Expired"
+        FAILED = "FAILED", "Failed"
+
+    FINAL_STATUSES = (Status.PAID, Status.CANCELLED, Status.EXPIRED, Status.FAILED)
+
+    order_id = models.CharField(max_length=64, primary_key=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="seckill_orders")
+    sku = models.ForeignKey("inventory.Sku", on_delete=models.PROTECT, related_name="orders")
+    quantity = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROCESSING)
+    # NULL only for an order refused because the same key already made another
+    # order (possible only after Redis lost its idempotency records).
+    idempotency_key = models.CharField(max_length=64, null=True, blank=True)
+    failure_reason = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(help_text="When Redis accepted the reservation.")
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    paid_at = models.DateTimeField(null=True, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-order_id"]
+        indexes = [
+            models.Index(fields=["user", "created_at"], name="order_user_time"),
+            models.Index(fields=["status", "expires_at"], name="order_status_expiry"),
+            models.Index(fields=["sku", "status"], name="order_sku_status"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "idempotency_key"], name="order_one_per_user_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.order_id} {self.sku_id} x{self.quantity} {self.status}"

@@ -1,0 +1,113 @@
+"""The purchase path: no MySQL, idempotent, and a failed publish takes nothing."""
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from conftest import wait_until
+from inventory import redis_store
+from inventory.tests.helpers import assert_balanced, settled
+from orders.models import Order
+
+
+def buy(client, sku_id, key, qty=1):
+    return client.post("/api/v1/orders", {"sku_id": sku_id, "quantity": qty}, format="json",
+                       HTTP_IDEMPOTENCY_KEY=key)
+
+
+def test_purchase_makes_no_mysql_query(api, make_sku, make_buyers):
+    sku = make_sku(stock=5)
+    (_, token), = make_buyers(1)
+    client = api(token)
+    buy(client, sku.sku_id, "warm-up-other-key")  # first call may load the token record
+    (_, token2), = make_buyers(1)
+    client2 = api(token2)
+    with CaptureQueriesContext(connection) as on_accept:
+        accepted = buy(client2, sku.sku_id, "k1")
+    with CaptureQueriesContext(connection) as on_refusal:
+        refused = buy(client2, sku.sku_id, "k2")
+    assert accepted.status_code == 202 and accepted.json()["status"] == "PROCESSING"
+    assert refused.status_code == 409 and refused.json()["code"] == "limit_reached"
+    assert on_accept.captured_queries == []
+    assert on_refusal.captured_queries == []
+    replay = buy(client2, sku.sku_id, "k1")
+    assert replay.status_code == 202 and replay.json()["order_id"] == accepted.json()["order_id"]
+    assert replay.json()["replayed"] is True
+    assert redis_store.live_stock(sku_id=sku.sku_id).available == 3
+
+
+@pytest.mark.worker
+def test_order_is_processing_then_pending_payment(api, make_sku, make_buyers, worker):
+    sku = make_sku(stock=3)
+    (user, token), = make_buyers(1)
+    client = api(token)
+    r = buy(client, sku.sku_id, "only")
+    assert r.status_code == 202
+    order_id = r.json()["order_id"]
+    first = client.get(f"/api/v1/orders/{order_id}").json()
+    assert first["status"] in ("PROCESSING", "PENDING_PAYMENT")
+    wait_until(lambda: client.get(f"/api/v1/orders/{order_id}").json()["status"] == "PENDING_PAYMENT",
+               what="order confirmed")
+    settled(sku.sku_id)
+    sku = assert_balanced(sku.sku_id)
+    assert (sku.available_stock, sku.locked_stock) == (2, 1)
+    order = Order.objects.get(pk=order_id)
+    assert order.user_id == user.pk and order.expires_at is not None
+    # another user cannot see it
+    (_, other), = make_buyers(1)
+    assert api(other).get(f"/api/v1/orders/{order_id}").status_code == 404
+    listed = client.get("/api/v1/orders").json()
+    assert [o["order_id"] for o in listed["results"]] == [order_id]
+
+
+def test_failed_publish_undoes_the_take_and_answers_503(api, make_sku, make_buyers):
+    sku = make_sku(stock=2)
+    (_, token), = make_buyers(1)
+    client = api(token)
+    with mock.patch("kombu.messaging.Producer.publish", side_effect=ConnectionResetError("broker gone")):
+        r = buy(client, sku.sku_id, "k")
+    assert r.status_code == 503 and r.json()["code"] == "unavailable"
+    live = redis_store.live_stock(sku_id=sku.sku_id)
+    assert (live.available, live.inflight) == (2, 0)
+    assert redis_store.inflight_entries(sku_id=sku.sku_id) == []
+    # nothing was claimed: the same key works once the broker is back
+    again = buy(client, sku.sku_id, "k")
+    assert again.status_code == 202
+    assert redis_store.live_stock(sku_id=sku.sku_id).available == 1
+
+
+def test_redis_down_answers_503(api, make_sku, make_buyers):
+    sku = make_sku(stock=2)
+    (_, token), = make_buyers(1)
+    client = api(token)
+    buy(client, sku.sku_id, "prime")  # token record cached
+    with mock.patch("inventory.redis_store.reserve", side_effect=redis_store.RedisError("down")):
+        r = buy(client, sku.sku_id, "k2")
+    assert r.status_code == 503 and r.json()["code"] == "unavailable"
+
+
+def test_revoked_token_stops_at_once(api, make_sku, make_buyers):
+    from rest_framework.authtoken.models import Token
+
+    sku = make_sku(stock=5, per_user_limit=5)
+    (user, token), = make_buyers(1)
+    assert buy(api(token), sku.sku_id, "a").status_code == 202
+    Token.objects.filter(key=token).delete()
+    r = buy(api(token), sku.sku_id, "b")
+    assert r.status_code == 401
+    user.refresh_from_db()
+    new = Token.objects.create(user=user)
+    assert buy(api(new.key), sku.sku_id, "c").status_code == 202
+    user.is_active = False
+    user.save()
+    assert buy(api(new.key), sku.sku_id, "d").status_code == 401
+
+
+def test_token_records_rebuilt_after_redis_loss(api, make_sku, make_buyers):
+    sku = make_sku(stock=5)
+    (_, token), = make_buyers(1)
+    redis_store.redis().delete(redis_store.token_key(token))
+    assert buy(api(token), sku.sku_id, "a").status_code == 202

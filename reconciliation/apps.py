@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+class ReconciliationConfig(AppConfig):
+    name = "reconciliation"
+    verbose_name = "Reconciliation"
+
+    def ready(self) -> None:
+        from .schedule import ensure_periodic_tasks
+
+        post_migrate.connect(ensure_periodic_tasks, sender=self)

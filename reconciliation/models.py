@@ -1,0 +1,1 @@
+"""Reconciliation runs and their findings (filled in by the reconciliation work)."""

@@ -1,0 +1,25 @@
+"""The periodic tasks this project needs, stored by django-celery-beat.
+
+Created after `migrate` when missing; never overwritten, so an interval that
+ops changed in the admin stays as they set it.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+
+PERIODIC_TASKS = (
+    # (name, task, every_seconds)
+    ("seckill: recover orphan reservations", "reconciliation.tasks.orphans_recover_task",
+     "SECKILL_ORPHAN_SWEEP_SECONDS"),
+)
+
+
+def ensure_periodic_tasks(**_kwargs) -> None:
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    for name, task, setting in PERIODIC_TASKS:
+        if PeriodicTask.objects.filter(name=name).exists():
+            continue
+        every = int(getattr(settings, setting))
+        interval, _ = IntervalSchedule.objects.get_or_create(every=every, period=IntervalSchedule.SECONDS)
+        PeriodicTask.objects.create(name=name, task=task, interval=interval, enabled=True)

@@ -1,0 +1,94 @@
+# Shared set-up for scripts/up and scripts/test. Sourced, not run.
+# Installs (Debian packages, as root) and starts MariaDB, Redis and RabbitMQ when
+# they are missing or stopped, then builds the virtualenv from requirements.txt.
+set -euo pipefail
+
+PROJECT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SECKILL_VENV:-$PROJECT_DIR/.venv}"
+PY="$VENV/bin/python"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+log() { printf '[seckill] %s\n' "$*" >&2; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && exec 3>&- 3<&-; }
+
+wait_port() {  # port name seconds
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do port_open "$1" && return 0; sleep 0.1; done
+  log "$2 did not open port $1 within $3 s"; return 1
+}
+
+APT_UPDATED=0
+apt_install() {
+  if [ "$(id -u)" != 0 ]; then log "need root to install: $*"; return 1; fi
+  if [ "$APT_UPDATED" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get update -qq; APT_UPDATED=1; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+ensure_build_deps() {
+  local missing=()
+  command -v pkg-config >/dev/null || missing+=(pkg-config)
+  pkg-config --exists mariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null || missing+=(libmariadb-dev)
+  command -v gcc >/dev/null || missing+=(gcc)
+  python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+  if [ "${#missing[@]}" -gt 0 ]; then log "installing build dependencies: ${missing[*]}"; apt_install "${missing[@]}" python3-dev; fi
+}
+
+ensure_mariadb() {
+  if ! port_open 3306; then
+    if ! command -v mariadbd >/dev/null && ! command -v mysqld >/dev/null; then
+      log "installing MariaDB"; apt_install mariadb-server mariadb-client
+    fi
+    log "starting MariaDB"
+    mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+    start-stop-daemon --start --oknodo --background --exec "$(command -v mariadbd || command -v mysqld)" -- --user=mysql --bind-address=127.0.0.1
+    wait_port 3306 MariaDB 60
+  fi
+  # root over TCP with an empty password, as the local defaults expect
+  mariadb -uroot -h127.0.0.1 -e "SELECT 1" >/dev/null 2>&1 || mariadb -uroot -e \
+    "ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD(''); FLUSH PRIVILEGES;" || true
+}
+
+ensure_redis() {
+  if ! port_open 6379; then
+    command -v redis-server >/dev/null || { log "installing Redis"; apt_install redis-server; }
+    log "starting Redis"
+    mkdir -p /var/lib/redis /var/log/redis
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+      --dir /var/lib/redis --logfile /var/log/redis/seckill.log
+    wait_port 6379 Redis 30
+  fi
+}
+
+ensure_rabbitmq() {
+  if ! port_open 5672; then
+    command -v rabbitmq-server >/dev/null || { log "installing RabbitMQ"; apt_install rabbitmq-server; }
+    log "starting RabbitMQ"
+    rabbitmq-server -detached || true
+    wait_port 5672 RabbitMQ 120
+  fi
+}
+
+ensure_services() {
+  ensure_mariadb
+  ensure_redis
+  ensure_rabbitmq
+}
+
+ensure_venv() {
+  ensure_build_deps
+  local stamp="$VENV/.requirements.sha"
+  local want
+  want="$(sha256sum "$PROJECT_DIR/requirements.txt" | cut -d' ' -f1)"
+  if [ ! -x "$PY" ]; then log "creating virtualenv $VENV"; python3 -m venv "$VENV"; fi
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    log "installing Python requirements"
+    "$VENV/bin/pip" install -q --upgrade pip >/dev/null
+    "$VENV/bin/pip" install -q -r "$PROJECT_DIR/requirements.txt"
+    echo "$want" > "$stamp"
+  fi
+}
+
+ensure_database() {  # name
+  mariadb -uroot -h127.0.0.1 -e "CREATE DATABASE IF NOT EXISTS \`$1\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+}

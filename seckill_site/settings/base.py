@@ -1,0 +1,239 @@
+"""Settings shared by every environment; all of it comes from the environment.
+
+The defaults match the servers on loopback described in README.md, so a fresh
+checkout runs without any configuration file.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import dj_database_url
+from kombu import Exchange, Queue
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return int(raw) if raw not in (None, "") else default
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+    if h.strip()
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "django_celery_beat",
+    "inventory",
+    "orders",
+    "reconciliation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "seckill_site.urls"
+WSGI_APPLICATION = "seckill_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = os.environ.get("DATABASE_URL", "mysql://root:@127.0.0.1:3306/seckill")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600)}
+DATABASES["default"].setdefault("OPTIONS", {})
+DATABASES["default"]["OPTIONS"].update(
+    {
+        "charset": "utf8mb4",
+        # READ COMMITTED: the stock rows are moved with conditional UPDATEs and
+        # explicit row locks, so gap locks of REPEATABLE READ only add deadlocks.
+        "isolation_level": "read committed",
+        "init_command": "SET sql_mode='STRICT_TRANS_TABLES', innodb_lock_wait_timeout=10",
+    }
+)
+DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "OPTIONS": {
+            "CLIENT_CLASS": "django_redis.client.DefaultClient",
+            "SOCKET_CONNECT_TIMEOUT": 2,
+            "SOCKET_TIMEOUT": 2,
+        },
+        "KEY_PREFIX": "seckill-cache",
+    }
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LOGIN_URL = "/admin/login/"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["seckill_site.authentication.CachedTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 20,
+    "EXCEPTION_HANDLER": "seckill_site.exception_handler.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Seckill inventory API",
+    "DESCRIPTION": "Flash-sale orders and stock. Errors are {code, detail}.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Seckill domain -------------------------------------------------------
+SECKILL_PAYMENT_TIMEOUT_SECONDS = env_int("SECKILL_PAYMENT_TIMEOUT_SECONDS", 900)
+# An in-flight reservation older than this with no order in MySQL is an orphan:
+# its confirm message is published again (the message may have been lost).
+SECKILL_ORPHAN_GRACE_SECONDS = env_int("SECKILL_ORPHAN_GRACE_SECONDS", 10)
+SECKILL_ORPHAN_SWEEP_SECONDS = env_int("SECKILL_ORPHAN_SWEEP_SECONDS", 5)
+# Requests per process may skip the Redis gate for this long after it said
+# "sold out" (see orders.services.order_place).
+SECKILL_SOLD_OUT_MEMO_SECONDS = float(os.environ.get("SECKILL_SOLD_OUT_MEMO_SECONDS", "0.5"))
+# Largest number of reservations one confirm transaction takes.
+SECKILL_CONFIRM_BATCH = env_int("SECKILL_CONFIRM_BATCH", 200)
+SECKILL_MAX_QUANTITY = 1000
+
+# --- Celery over RabbitMQ ------------------------------------------------
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
+CELERY_TASK_SIGNING_KEY = os.environ.get("SECKILL_TASK_SIGNING_KEY", "")
+CELERY_QUEUE = os.environ.get("SECKILL_QUEUE", "seckill")
+CELERY_DEAD_LETTER_QUEUE = CELERY_QUEUE + ".dead"
+CELERY_DELIVERY_LIMIT = env_int("SECKILL_DELIVERY_LIMIT", 5)
+_dead_letter_exchange = Exchange(CELERY_QUEUE + ".dlx", type="direct", durable=True)
+CELERY_TASK_QUEUES = [
+    Queue(
+        CELERY_QUEUE,
+        Exchange(CELERY_QUEUE, type="direct", durable=True),
+        routing_key=CELERY_QUEUE,
+        durable=True,
+        queue_arguments={
+            # Quorum queues count deliveries; past the limit RabbitMQ hands the
+            # message to the dead-letter exchange instead of looping forever.
+            "x-queue-type": "quorum",
+            "x-delivery-limit": CELERY_DELIVERY_LIMIT,
+            "x-dead-letter-exchange": _dead_letter_exchange.name,
+            "x-dead-letter-routing-key": CELERY_DEAD_LETTER_QUEUE,
+        },
+    ),
+]
+CELERY_DEAD_LETTER = Queue(
+    CELERY_DEAD_LETTER_QUEUE,
+    _dead_letter_exchange,
+    routing_key=CELERY_DEAD_LETTER_QUEUE,
+    durable=True,
+    queue_arguments={"x-queue-type": "quorum"},
+)
+CELERY_TASK_DEFAULT_QUEUE = CELERY_QUEUE
+CELERY_TASK_DEFAULT_EXCHANGE = CELERY_QUEUE
+CELERY_TASK_DEFAULT_ROUTING_KEY = CELERY_QUEUE
+CELERY_TASK_DEFAULT_DELIVERY_MODE = "persistent"
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A task that raised is rejected without requeue, i.e. dead-lettered, not acked.
+CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = False
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("SECKILL_WORKER_PREFETCH", 8)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Every publisher waits for RabbitMQ's confirm, except the web process on the
+# purchase path, whose second copy of a reservation is the in-flight record in
+# Redis (README: "Durability of an accepted reservation").
+SECKILL_PROCESS_ROLE = os.environ.get("SECKILL_PROCESS_ROLE", "")
+SECKILL_WEB_PUBLISH_CONFIRM = env_bool("SECKILL_WEB_PUBLISH_CONFIRM", False)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "confirm_publish": SECKILL_PROCESS_ROLE != "web" or SECKILL_WEB_PUBLISH_CONFIRM,
+}
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_TASK_PUBLISH_RETRY = True
+# Fail fast on the request path: a broken broker answers 503 within ~0.5 s.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.3,
+}
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+
+def derive_signing_key(secret: str, explicit: str) -> str:
+    """The task HMAC key: explicit if given, else derived from the Django secret."""
+    if explicit:
+        return explicit
+    return hashlib.sha256(("seckill-task-signing:" + secret).encode()).hexdigest()

@@ -1,0 +1,6 @@
+"""Developer machine and the one-command demo: loopback servers, a fixed dev secret."""
+from .base import *  # noqa: F401,F403
+from .base import derive_signing_key
+
+SECRET_KEY = SECRET_KEY or "dev-only-insecure-secret-key-change-me"  # noqa: F405
+CELERY_TASK_SIGNING_KEY = derive_signing_key(SECRET_KEY, CELERY_TASK_SIGNING_KEY)  # noqa: F405

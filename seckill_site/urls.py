@@ -1,0 +1,13 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+
+from inventory.api import urls as inventory_urls
+from orders.api import urls as order_urls
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/v1/", include(order_urls)),
+    path("api/v1/", include(inventory_urls)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+]
