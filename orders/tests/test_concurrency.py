@@ -1,0 +1,98 @@
+"""Many concurrent buyers over real HTTP (gunicorn) with a real worker."""
+from __future__ import annotations
+
+import http.client
+import json
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from inventory.models import InventoryLog
+from inventory.tests.helpers import assert_balanced, decr_log_by_order, settled
+from orders.models import Order
+
+pytestmark = [pytest.mark.worker, pytest.mark.web]
+
+
+class Http:
+    """One keep-alive connection per thread."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.conn: http.client.HTTPConnection | None = None
+
+    def post_order(self, token: str, sku_id: str, qty: int, key: str) -> tuple[int, dict]:
+        body = json.dumps({"sku_id": sku_id, "quantity": qty})
+        headers = {"Authorization": f"Token {token}", "Content-Type": "application/json", "Idempotency-Key": key}
+        for _ in range(3):
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                self.conn.request("POST", "/api/v1/orders", body, headers)
+                resp = self.conn.getresponse()
+                return resp.status, json.loads(resp.read() or b"{}")
+            except (ConnectionError, http.client.HTTPException):
+                self.conn = None
+        raise AssertionError("server kept dropping the connection")
+
+
+def run_parallel(port: int, jobs: list[tuple[str, str, int, str]], threads: int = 32) -> list[tuple[int, dict]]:
+    chunks = [jobs[i::threads] for i in range(threads)]
+
+    def work(chunk):
+        client = Http(port)
+        return [client.post_order(*job) for job in chunk]
+
+    with ThreadPoolExecutor(threads) as pool:
+        return [r for part in pool.map(work, chunks) for r in part]
+
+
+def test_500_buyers_on_50_units_sell_exactly_50(web, worker, make_sku, make_buyers):
+    sku = make_sku(stock=50, per_user_limit=2)
+    buyers = make_buyers(250)
+    # every buyer tries twice with quantity 1 (allowed by the limit of 2) = 500 attempts
+    jobs = [(token, sku.sku_id, 1, uuid.uuid4().hex) for _, token in buyers for _ in range(2)]
+    results = run_parallel(web.port, jobs)
+    statuses = [s for s, _ in results]
+    assert len(results) == 500
+    assert statuses.count(202) == 50, {s: statuses.count(s) for s in set(statuses)}
+    assert set(statuses) <= {202, 409}
+    assert {b["code"] for s, b in results if s == 409} <= {"sold_out", "limit_reached"}
+    accepted = {b["order_id"] for s, b in results if s == 202}
+    assert len(accepted) == 50
+
+    settled(sku.sku_id)
+    sku = assert_balanced(sku.sku_id)
+    assert (sku.available_stock, sku.locked_stock, sku.sold_stock) == (0, 50, 0)
+    orders = Order.objects.filter(sku_id=sku.sku_id)
+    assert set(orders.values_list("order_id", flat=True)) == accepted
+    assert set(orders.values_list("status", flat=True)) == {Order.Status.PENDING_PAYMENT}
+    log = decr_log_by_order(sku.sku_id)
+    assert set(log) == accepted and set(log.values()) == {InventoryLog.Status.PENDING}
+
+
+def test_same_key_sent_concurrently_yields_one_order(web, worker, make_sku, make_buyers):
+    sku = make_sku(stock=10, per_user_limit=5)
+    (_, token), = make_buyers(1)
+    results = run_parallel(web.port, [(token, sku.sku_id, 1, "one-key")] * 40, threads=20)
+    assert {s for s, _ in results} == {202}
+    assert len({b["order_id"] for _, b in results}) == 1
+    settled(sku.sku_id)
+    sku = assert_balanced(sku.sku_id)
+    assert (sku.available_stock, sku.locked_stock) == (9, 1)
+    assert Order.objects.filter(sku_id=sku.sku_id).count() == 1
+
+
+def test_per_user_limit_holds_under_concurrency(web, worker, make_sku, make_buyers):
+    sku = make_sku(stock=100, per_user_limit=3)
+    buyers = make_buyers(5)
+    jobs = [(token, sku.sku_id, 1, uuid.uuid4().hex) for _, token in buyers for _ in range(12)]
+    results = run_parallel(web.port, jobs, threads=24)
+    assert [s for s, _ in results].count(202) == 15
+    settled(sku.sku_id)
+    assert_balanced(sku.sku_id)
+    per_user = {}
+    for o in Order.objects.filter(sku_id=sku.sku_id):
+        per_user[o.user_id] = per_user.get(o.user_id, 0) + o.quantity
+    assert sorted(per_user.values()) == [3] * 5
