@@ -121,12 +121,16 @@ def parse_inflight(order_id: str, entry: str | bytes) -> InFlight:
     return InFlight(order_id, int(user), int(qty), int(ts), int(version), key)
 
 
-def claim(*, sku_id: str, order_id: str, batch: int) -> tuple[str, list[InFlight]]:
+def claim(*, sku_id: str, order_ids: list[str], batch: int) -> tuple[dict[str, str], list[InFlight]]:
+    """Claim the message's reservations and up to `batch` others. Returns the
+    state of each own id and every claimed in-flight entry."""
     k = sku_keys(sku_id)
-    raw = _script("claim")(keys=[k.inflight, k.queue, k.claims, k.done, k.released], args=[order_id, batch])
-    state = _s(raw[0])
-    items = [parse_inflight(_s(raw[i]), raw[i + 1]) for i in range(1, len(raw), 2)]
-    return state, items
+    raw = _script("claim")(keys=[k.inflight, k.queue, k.claims, k.done, k.released], args=[batch, *order_ids])
+    n = int(raw[0])
+    states = {oid: _s(raw[1 + i]) for i, oid in enumerate(order_ids)}
+    assert len(states) == n
+    items = [parse_inflight(_s(raw[i]), raw[i + 1]) for i in range(1 + n, len(raw), 2)]
+    return states, items
 
 
 def settle(*, sku_id: str, confirmed: list[str], failed: list[str], given_back: list[str] = ()) -> int:

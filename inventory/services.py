@@ -137,32 +137,40 @@ class Reservation:
 
 @dataclass(frozen=True)
 class ConfirmOutcome:
-    state: str  # claimed / missing / done / released
+    state: str  # "confirmed" (a transaction ran) or "done" (nothing left to do)
     confirmed: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     given_back: tuple[str, ...] = ()
 
 
-def reservation_confirm(*, reservation: Reservation) -> ConfirmOutcome:
-    """Make a reservation an order in MySQL, with a batch of others of its SKU.
+def reservations_confirm(*, reservations: list[Reservation]) -> list[ConfirmOutcome]:
+    """Make reservations orders in MySQL, one transaction per SKU.
 
-    The message is the trigger and the durable copy; the batch comes from the
-    SKU's in-flight queue in Redis, so one transaction confirms many
-    reservations and the later messages of those find them done (one Redis
-    call, no MySQL). A redelivered message changes nothing.
+    A message carries the reservations one web process accepted together
+    (group-commit publishing); the consumer adds other reservations of the same
+    SKU waiting in Redis, so one transaction confirms many and their own
+    messages later find them done (one Redis call, no MySQL). A redelivered
+    message changes nothing.
     """
-    sku_id = reservation.sku_id
-    state, claimed = redis_store.claim(
-        sku_id=sku_id, order_id=reservation.order_id, batch=max(0, settings.SECKILL_CONFIRM_BATCH - 1)
+    by_sku: dict[str, dict[str, Reservation]] = {}
+    for r in reservations:
+        by_sku.setdefault(r.sku_id, {})[r.order_id] = r
+    return [reservation_batch_confirm(sku_id=sku_id, own=list(own.values())) for sku_id, own in by_sku.items()]
+
+
+def reservation_batch_confirm(*, sku_id: str, own: list[Reservation]) -> ConfirmOutcome:
+    states, claimed = redis_store.claim(
+        sku_id=sku_id, order_ids=[r.order_id for r in own],
+        batch=max(0, settings.SECKILL_CONFIRM_BATCH - len(own)),
     )
-    if state in ("done", "released"):
-        return ConfirmOutcome(state)
     batch = [Reservation.from_inflight(sku_id, e) for e in claimed]
-    if state == "missing":
-        batch.insert(0, reservation)
+    # Redis lost these (flushed or restarted): the message body is the copy.
+    batch += [r for r in own if states[r.order_id] == "missing"]
+    if not batch:
+        return ConfirmOutcome("done")
     confirmed, failed, given_back = with_mysql_retry(lambda: _confirm_batch_in_mysql(sku_id=sku_id, batch=batch))
     redis_store.settle(sku_id=sku_id, confirmed=confirmed, failed=failed, given_back=given_back)
-    return ConfirmOutcome(state, tuple(confirmed), tuple(failed), tuple(given_back))
+    return ConfirmOutcome("confirmed", tuple(confirmed), tuple(failed), tuple(given_back))
 
 
 STOCK_REFUSAL = "insufficient_stock"

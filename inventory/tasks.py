@@ -31,15 +31,26 @@ def requeue_later(exc: Exception, *, pause_s: float = 1.0) -> None:
 
 @shared_task(name="inventory.tasks.confirm_reservation_task", acks_late=True, reject_on_worker_lost=True)
 def confirm_reservation_task(payload: dict, signature: str) -> dict:
-    reservation = services.Reservation.from_payload(signing.verify(payload, signature))
+    """Body: {"reservations": [{order_id, sku_id, user_id, quantity, idempotency_key, reserved_ms}, ...]}."""
+    body = signing.verify(payload, signature)
+    reservations = [services.Reservation.from_payload(p) for p in body["reservations"]]
     try:
-        outcome = services.reservation_confirm(reservation=reservation)
+        outcomes = services.reservations_confirm(reservations=reservations)
     except TRANSIENT as exc:
         requeue_later(exc)
-    return {"state": outcome.state, "confirmed": len(outcome.confirmed), "failed": len(outcome.failed)}
+    return {"confirmed": sum(len(o.confirmed) for o in outcomes), "failed": sum(len(o.failed) for o in outcomes)}
 
 
 def publish_confirm(reservation: services.Reservation) -> None:
-    """Send the signed confirm message (persistent, durable queue)."""
-    payload = reservation.payload()
-    confirm_reservation_task.apply_async(args=[payload, signing.sign(payload)])
+    """Publish one reservation's confirm (group-committed in the web process)."""
+    from inventory.publisher import publish_reservation
+
+    publish_reservation(reservation.payload())
+
+
+def publish_confirms(reservations: list[services.Reservation]) -> None:
+    """Publish several reservations as one message (orphan sweep)."""
+    from inventory.publisher import send_confirm_batch
+
+    if reservations:
+        send_confirm_batch([r.payload() for r in reservations])

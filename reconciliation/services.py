@@ -29,7 +29,7 @@ def orphans_recover(*, grace_seconds: int | None = None) -> OrphanSweep:
     """
     from orders.models import Order
 
-    from inventory.tasks import publish_confirm
+    from inventory.tasks import publish_confirms
 
     grace_ms = 1000 * (settings.SECKILL_ORPHAN_GRACE_SECONDS if grace_seconds is None else grace_seconds)
     now_ms = int(time.time() * 1000)
@@ -45,11 +45,9 @@ def orphans_recover(*, grace_seconds: int | None = None) -> OrphanSweep:
         if done:
             redis_store.settle(sku_id=sku_id, confirmed=done, failed=[])
             sweep.settled += done
-        for e in stale:
-            if e.order_id in done:
-                continue
-            publish_confirm(Reservation.from_inflight(sku_id, e))
-            sweep.republished.append(e.order_id)
+        lost = [Reservation.from_inflight(sku_id, e) for e in stale if e.order_id not in done]
+        publish_confirms(lost)
+        sweep.republished += [r.order_id for r in lost]
     if sweep.republished or sweep.settled:
         logger.warning("orphan sweep: republished %s, settled %s", sweep.republished, sweep.settled)
     return sweep

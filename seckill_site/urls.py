@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
@@ -11,3 +12,7 @@ urlpatterns = [
     path("api/v1/", include(inventory_urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
 ]
+
+if settings.SECKILL_BENCH_ENDPOINTS:
+    # The benchmark's MySQL-only comparison path; off unless asked for.
+    urlpatterns.append(path("api/v1/", include("benchmarks.naive")))

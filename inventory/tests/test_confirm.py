@@ -68,9 +68,9 @@ def test_bad_signature_is_never_executed(worker, make_sku, make_buyers):
     sku = make_sku(stock=3)
     (user, _), = make_buyers(1)
     res = reserve(sku.sku_id, user.pk)
-    forged = dict(res.payload(), quantity=1)
+    forged = {"reservations": [res.payload()]}
     confirm_reservation_task.apply_async(args=[forged, "0" * 64])
-    confirm_reservation_task.apply_async(args=[forged, signing.sign(dict(forged, quantity=3))])
+    confirm_reservation_task.apply_async(args=[forged, signing.sign({"reservations": [dict(res.payload(), quantity=3)]})])
     wait_until(lambda: "BadSignature" in worker.log_text(), what="worker refused the forged message")
     assert not Order.objects.filter(pk=res.order_id).exists()
     publish_confirm(res)

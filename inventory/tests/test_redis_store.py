@@ -87,27 +87,28 @@ def test_release_gives_everything_back_once_and_not_after_a_claim(sku_id):
     # the key and the per-user count came back: the same key can buy again
     assert reserve(sku_id, user=1, key="ka").code == rs.OK
     b = reserve(sku_id, user=2)
-    state, items = rs.claim(sku_id=sku_id, order_id=b.order_id, batch=0)
-    assert state == "claimed" and [i.order_id for i in items] == [b.order_id]
+    states, items = rs.claim(sku_id=sku_id, order_ids=[b.order_id], batch=0)
+    assert states == {b.order_id: "claimed"} and [i.order_id for i in items] == [b.order_id]
     assert rs.release(sku_id=sku_id, order_id=b.order_id) == rs.RELEASE_CLAIMED
-    assert rs.claim(sku_id=sku_id, order_id=a.order_id, batch=0)[0] == "released"
+    assert rs.claim(sku_id=sku_id, order_ids=[a.order_id], batch=0)[0] == {a.order_id: "released"}
+    assert rs.claim(sku_id=sku_id, order_ids=["f" * 32], batch=0)[0] == {"f" * 32: "missing"}
 
 
 def test_claim_batches_others_once_and_settle_is_idempotent(sku_id):
     rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=10, limit=1))
     ids = [reserve(sku_id, user=u).order_id for u in range(1, 6)]
-    state, items = rs.claim(sku_id=sku_id, order_id=ids[2], batch=10)
-    assert state == "claimed"
+    states, items = rs.claim(sku_id=sku_id, order_ids=[ids[2]], batch=10)
+    assert states == {ids[2]: "claimed"}
     assert sorted(i.order_id for i in items) == sorted(ids)
     # a second consumer finds nothing left to batch
-    _, again = rs.claim(sku_id=sku_id, order_id=ids[0], batch=10)
+    _, again = rs.claim(sku_id=sku_id, order_ids=[ids[0]], batch=10)
     assert [i.order_id for i in again] == [ids[0]]
     # ids[4] refused by MySQL for stock: buyer count back, unit not
     assert rs.settle(sku_id=sku_id, confirmed=ids[:4], failed=[ids[4]]) == 5
     assert rs.settle(sku_id=sku_id, confirmed=ids[:4], failed=[ids[4]]) == 0
     live = rs.live_stock(sku_id=sku_id)
     assert (live.available, live.inflight) == (5, 0)
-    assert rs.claim(sku_id=sku_id, order_id=ids[1], batch=10)[0] == "done"
+    assert rs.claim(sku_id=sku_id, order_ids=[ids[1], ids[3]], batch=10)[0] == {ids[1]: "done", ids[3]: "done"}
     assert reserve(sku_id, user=5).code == rs.OK  # user 5's count came back
     assert reserve(sku_id, user=1).code == rs.LIMIT_REACHED
 

@@ -1,0 +1,374 @@
+"""The benchmark: real gunicorn + Celery worker + MariaDB/Redis/RabbitMQ on loopback.
+
+    scripts/bench [--quick]
+
+Phases, all at the same concurrency, in one run so the ratios compare like with like:
+  1. baseline  POST /api/v1/baseline: authenticates and validates, takes nothing;
+  2. gate sale POST /api/v1/orders on a large stock: figures while selling and
+     after sell-out, MySQL statements per click (the web's own MySQL user, read
+     from the server's USER_STATISTICS), and the lag until MySQL confirmed all;
+  3. variant   the same sale with a publisher confirm per request (the simple
+     durable scheme), to show what the chosen scheme saves;
+  4. 20x sale  demand 20x the stock, through the gate and through the naive
+     MySQL-only path (row lock + checks + insert per click);
+  5. verdict   every unit and order checked in both stores.
+The last line is the key=value summary of API.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+DB_NAME = "seckill_bench"
+WEB_DB_USER = "seckill_bench_web"
+HOST = "127.0.0.1"
+
+os.environ.update(
+    DJANGO_SETTINGS_MODULE="seckill_site.settings.local",
+    DATABASE_URL=f"mysql://root:@127.0.0.1:3306/{DB_NAME}",
+    REDIS_URL="redis://127.0.0.1:6379/5",
+    SECKILL_QUEUE="seckill-bench",
+    SECKILL_BENCH_ENDPOINTS="1",
+    DJANGO_LOG_LEVEL="WARNING",
+)
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import loadgen  # noqa: E402
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# --- set-up -----------------------------------------------------------------------
+
+def fresh_stores() -> None:
+    import MySQLdb
+
+    conn = MySQLdb.connect(host=HOST, user="root", passwd="", port=3306)
+    cur = conn.cursor()
+    cur.execute(f"DROP DATABASE IF EXISTS {DB_NAME}")
+    cur.execute(f"CREATE DATABASE {DB_NAME} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+    for host in ("%", "localhost"):
+        cur.execute(f"CREATE USER IF NOT EXISTS '{WEB_DB_USER}'@'{host}' IDENTIFIED BY ''")
+        cur.execute(f"GRANT ALL PRIVILEGES ON {DB_NAME}.* TO '{WEB_DB_USER}'@'{host}'")
+    cur.execute("SET GLOBAL userstat = 1")
+    conn.close()
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django_redis import get_redis_connection
+
+    call_command("migrate", verbosity=0)
+    get_redis_connection("default").flushdb()
+    from django.conf import settings
+
+    from seckill_site.celery import app
+
+    with app.connection_for_write() as c:
+        for q in (settings.CELERY_QUEUE, settings.CELERY_DEAD_LETTER_QUEUE):
+            try:
+                c.default_channel.queue_purge(q)
+            except Exception:
+                pass
+
+
+def make_buyers(n: int) -> list[str]:
+    from django.contrib.auth import get_user_model
+    from django.db import transaction
+    from rest_framework.authtoken.models import Token
+
+    User = get_user_model()
+    tag = uuid.uuid4().hex[:6]
+    with transaction.atomic():
+        User.objects.bulk_create([User(username=f"bench-{tag}-{i}", password="!") for i in range(n)])
+    users = list(User.objects.filter(username__startswith=f"bench-{tag}-"))
+    with transaction.atomic():
+        return [Token.objects.create(user=u).key for u in users]
+
+
+def web_statements() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT COALESCE(SUM(SELECT_COMMANDS + UPDATE_COMMANDS + OTHER_COMMANDS), 0) "
+                    "FROM information_schema.USER_STATISTICS WHERE USER = %s", [WEB_DB_USER])
+        return int(cur.fetchone()[0])
+
+
+class Server:
+    def __init__(self, args: list[str], env: dict[str, str], log: str):
+        (ROOT / "var").mkdir(exist_ok=True)
+        self.log = open(ROOT / "var" / log, "wb")
+        self.p = subprocess.Popen(args, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+
+    def stop(self) -> None:
+        if self.p.poll() is None:
+            os.killpg(self.p.pid, signal.SIGTERM)
+            try:
+                self.p.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+
+
+def start_web(port: int, workers: int, extra: dict[str, str] | None = None) -> Server:
+    env = dict(os.environ, GUNICORN_BIND=f"{HOST}:{port}", WEB_CONCURRENCY=str(workers),
+               DATABASE_URL=f"mysql://{WEB_DB_USER}:@127.0.0.1:3306/{DB_NAME}", **(extra or {}))
+    web = Server([str(BIN / "gunicorn"), "seckill_site.wsgi:application"], env, "bench-web.log")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((HOST, port), timeout=0.2).close()
+            return web
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("gunicorn did not start; see var/bench-web.log")
+
+
+def start_worker() -> Server:
+    return Server([str(BIN / "celery"), "-A", "seckill_site", "worker", "-l", "warning", "--concurrency", "2",
+                   "--without-mingle", "--without-gossip", "-Q", os.environ["SECKILL_QUEUE"]],
+                  dict(os.environ), "bench-worker.log")
+
+
+# --- load ----------------------------------------------------------------------------
+
+def order_requests(path: str, tokens: list[str], sku_id: str):
+    body = json.dumps({"sku_id": sku_id, "quantity": 1}).encode()
+    rnd = random.Random(7)
+
+    def make(i: int):
+        return ("POST", path, {"Authorization": f"Token {rnd.choice(tokens)}",
+                               "Content-Type": "application/json",
+                               "Idempotency-Key": f"{sku_id}-{i}"}, body)
+
+    return make
+
+
+def accepted_ids(results) -> set[str]:
+    out = set()
+    for r in results:
+        if r.status == 202:
+            out.add(json.loads(r.body)["order_id"])
+    return out
+
+
+class ConfirmWatch(threading.Thread):
+    """Notes when MySQL holds `units` locked units of the SKU (all confirmed)."""
+
+    def __init__(self, sku_id: str, units: int):
+        super().__init__(daemon=True)
+        self.sku_id, self.units, self.done_at, self.stop_flag = sku_id, units, None, False
+
+    def run(self) -> None:
+        from django.db import connection
+
+        from inventory.models import Sku
+
+        while not self.stop_flag and self.done_at is None:
+            if Sku.objects.get(pk=self.sku_id).locked_stock >= self.units:
+                self.done_at = time.perf_counter()
+            time.sleep(0.05)
+        connection.close()
+
+
+def sale(port: int, path: str, tokens: list[str], sku_id: str, stock: int, *, after_s: float,
+         concurrency: int, total: int | None = None):
+    """Drive a sale until `after_s` past sell-out (or `total` requests)."""
+    watch = ConfirmWatch(sku_id, stock)
+    watch.start()
+    first_sold_out: list[float] = []
+
+    def stop_when(r) -> bool:
+        if r.status == 409 and b"sold_out" in r.body and not first_sold_out:
+            first_sold_out.append(time.perf_counter())
+        return bool(first_sold_out) and time.perf_counter() - first_sold_out[0] > after_s
+
+    results = loadgen.run(host=HOST, port=port, concurrency=concurrency,
+                          make_request=order_requests(path, tokens, sku_id),
+                          total_requests=total, stop_when=None if total else stop_when, timeout_s=30)
+    watch.join(timeout=60)
+    watch.stop_flag = True
+    return results, watch.done_at
+
+
+def split(results):
+    ok = [r.finished for r in results if r.status == 202]
+    last_ok = max(ok) if ok else min(r.started for r in results)
+    start = min(r.started for r in results)
+    end = max(r.finished for r in results)
+    selling = loadgen.summarize([r for r in results if r.finished <= last_ok], start, last_ok)
+    after = loadgen.summarize([r for r in results if r.started > last_ok + 0.3], last_ok + 0.3, end)
+    return selling, after, last_ok
+
+
+# --- verdict ------------------------------------------------------------------------------
+
+def check_sku(sku_id: str, stock: int, accepted: set[str], *, gate: bool) -> dict:
+    from inventory import redis_store
+    from inventory.models import InventoryLog, Sku
+    from orders.models import Order
+
+    sku = Sku.objects.get(pk=sku_id)
+    live = redis_store.live_stock(sku_id=sku_id) if gate else None
+    orders = Order.objects.filter(sku_id=sku_id, status=Order.Status.PENDING_PAYMENT)
+    mysql_ids = set(orders.values_list("order_id", flat=True))
+    units = sum(orders.values_list("quantity", flat=True))
+    logs = InventoryLog.objects.filter(sku_id=sku_id, operation="DECR", status="pending").count()
+    balanced = sku.total_stock == sku.available_stock + sku.frozen_stock + sku.locked_stock + sku.sold_stock
+    return {
+        "sku": sku_id, "stock": stock, "mysql_available": sku.available_stock, "locked": sku.locked_stock,
+        "orders": len(mysql_ids), "log_rows": logs, "balanced": balanced,
+        "redis_available": live.available if live else None, "in_flight": live.inflight if live else 0,
+        "oversold": max(0, units - stock), "lost": len(accepted - mysql_ids), "phantom": len(mysql_ids - accepted),
+        "ok": balanced and units == stock and sku.available_stock == 0 and accepted == mysql_ids
+        and logs == len(mysql_ids) and (live is None or (live.available == 0 and live.inflight == 0)),
+    }
+
+
+# --- main ----------------------------------------------------------------------------------
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smaller stocks and shorter phases")
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--web-workers", type=int, default=int(os.environ.get("WEB_CONCURRENCY", "2")))
+    ap.add_argument("--buyers", type=int, default=2000)
+    ap.add_argument("--skip-variant", action="store_true", help="skip the publisher-confirm variant")
+    args = ap.parse_args()
+    phase_s = 3.0 if args.quick else 8.0
+    sell_stock = 1500 if args.quick else 6000
+    whole_stock = 200 if args.quick else 500
+
+    say("setting up a fresh benchmark database, Redis db 5 and queue seckill-bench ...")
+    fresh_stores()
+    from inventory import services
+
+    tokens = make_buyers(args.buyers)
+    port = 18000 + random.randint(0, 999)
+    worker = start_worker()
+    web = start_web(port, args.web_workers)
+    c = args.concurrency
+    summary: dict[str, object] = {}
+    checks: list[dict] = []
+    try:
+        def new_sku(stock: int, limit: int = 10) -> str:
+            sku_id = f"BENCH-{uuid.uuid4().hex[:8]}"
+            services.sku_create(sku_id=sku_id, stock=stock, per_user_limit=limit, actor="bench")
+            return sku_id
+
+        # warm-up: load every token record and the code paths
+        warm = new_sku(10 ** 6)
+        loadgen.run(host=HOST, port=port, concurrency=c, duration_s=2,
+                    make_request=order_requests("/api/v1/baseline", tokens, warm))
+
+        say(f"\n[1] baseline: POST /api/v1/baseline, {c} connections, {phase_s:.0f} s")
+        base = loadgen.summarize(loadgen.run(host=HOST, port=port, concurrency=c, duration_s=phase_s,
+                                             make_request=order_requests("/api/v1/baseline", tokens, warm)))
+        say("    " + loadgen.format_summary("baseline", base))
+
+        say(f"\n[2] gate sale: stock {sell_stock}, then {phase_s:.0f} s after sell-out")
+        sku = new_sku(sell_stock)
+        before = web_statements()
+        results, confirmed_at = sale(port, "/api/v1/orders", tokens, sku, sell_stock, after_s=phase_s, concurrency=c)
+        statements = web_statements() - before
+        selling, after, last_ok = split(results)
+        accepted = accepted_ids(results)
+        say("    " + loadgen.format_summary("selling   ", selling))
+        say("    " + loadgen.format_summary("sold out  ", after))
+        lag = (confirmed_at - last_ok) if confirmed_at else float("nan")
+        say(f"    accepted {len(accepted)}; all confirmed in MySQL {lag:.2f} s after the last acceptance")
+        say(f"    MySQL statements by the web processes: {statements} for {len(results)} requests")
+        checks.append(check_sku(sku, sell_stock, accepted, gate=True))
+        summary.update(
+            soldout_ratio=after["rps"] / base["rps"], selling_ratio=selling["rps"] / base["rps"],
+            soldout_p99_ratio=after["p99_ms"] / base["p99_ms"] if base["p99_ms"] else 0,
+            mysql_per_click=statements / len(results), confirm_lag_s=lag,
+        )
+
+        if not args.skip_variant:
+            say("\n[3] variant: the same sale with a publisher confirm per request")
+            web.stop()
+            web = start_web(port, args.web_workers, {"SECKILL_PUBLISH_BATCHING": "0"})
+            loadgen.run(host=HOST, port=port, concurrency=c, duration_s=1,
+                        make_request=order_requests("/api/v1/baseline", tokens, warm))
+            vstock = sell_stock * 2 // 3
+            vsku = new_sku(vstock)
+            vresults, _ = sale(port, "/api/v1/orders", tokens, vsku, vstock, after_s=1.0, concurrency=c)
+            vselling, _, _ = split(vresults)
+            say("    " + loadgen.format_summary("selling (confirm per publish)", vselling))
+            summary["selling_ratio_confirm_publish"] = vselling["rps"] / base["rps"]
+            checks.append(check_sku(vsku, vstock, accepted_ids(vresults), gate=True))
+            web.stop()
+            web = start_web(port, args.web_workers)
+            loadgen.run(host=HOST, port=port, concurrency=c, duration_s=1,
+                        make_request=order_requests("/api/v1/baseline", tokens, warm))
+
+        demand = whole_stock * 20
+        say(f"\n[4] whole sale, demand {demand} on stock {whole_stock} (20x)")
+        gsku = new_sku(whole_stock)
+        t0 = time.perf_counter()
+        gres, gconf = sale(port, "/api/v1/orders", tokens, gsku, whole_stock, after_s=0, concurrency=c, total=demand)
+        gate_s = max(max(r.finished for r in gres), gconf or float("inf")) - t0
+        say("    " + loadgen.format_summary("gate      ", loadgen.summarize(gres)))
+        nsku = new_sku(whole_stock)
+        t0 = time.perf_counter()
+        nres = loadgen.run(host=HOST, port=port, concurrency=c, total_requests=demand, timeout_s=60,
+                           make_request=order_requests("/api/v1/bench/mysql-orders", tokens, nsku))
+        naive_s = max(r.finished for r in nres) - t0
+        nselling, _, _ = split(nres)
+        say("    " + loadgen.format_summary("mysql-only", loadgen.summarize(nres)))
+        say("    " + loadgen.format_summary("mysql-only while selling", nselling))
+        say(f"    whole sale: gate {gate_s:.2f} s (until all confirmed), mysql-only {naive_s:.2f} s")
+        summary["gate_vs_mysql"] = naive_s / gate_s
+        summary["selling_vs_mysql"] = selling["rps"] / nselling["rps"] if nselling["rps"] else 0
+        checks.append(check_sku(gsku, whole_stock, accepted_ids(gres), gate=True))
+        checks.append(check_sku(nsku, whole_stock, accepted_ids(nres), gate=False))
+    finally:
+        web.stop()
+        worker.stop()
+
+    say("\n[5] consistency")
+    for ch in checks:
+        say("    " + " ".join(f"{k}={v}" for k, v in ch.items()))
+    oversold = sum(ch["oversold"] for ch in checks)
+    lost = sum(ch["lost"] for ch in checks)
+    ok = all(ch["ok"] for ch in checks)
+    targets = {
+        "soldout_ratio>=0.85": summary["soldout_ratio"] >= 0.85,
+        "soldout_p99<=1.5x": summary["soldout_p99_ratio"] <= 1.5,
+        "selling_ratio>=0.6": summary["selling_ratio"] >= 0.6,
+        "gate_vs_mysql>=2": summary["gate_vs_mysql"] >= 2,
+        "mysql_per_click==0": summary["mysql_per_click"] == 0,
+    }
+    say("    targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in targets.items()))
+    extra = ""
+    if "selling_ratio_confirm_publish" in summary:
+        extra = f" selling_ratio_confirm_publish={summary['selling_ratio_confirm_publish']:.2f}"
+    say(f"\nbaseline_rps={base['rps']:.0f} soldout_p99_ratio={summary['soldout_p99_ratio']:.2f}{extra}")
+    say(
+        f"soldout_ratio={summary['soldout_ratio']:.2f} selling_ratio={summary['selling_ratio']:.2f} "
+        f"gate_vs_mysql={summary['gate_vs_mysql']:.2f} mysql_per_click={summary['mysql_per_click']:.3f} "
+        f"confirm_lag_s={summary['confirm_lag_s']:.2f} oversold={oversold} lost={lost} "
+        f"verdict={'ok' if ok and oversold == 0 and lost == 0 else 'FAIL'}"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
