@@ -1,16 +1,15 @@
 """Read by `gunicorn seckill_site.wsgi:application` when started from the project folder.
 
-Threaded workers: the confirm publisher of each process (inventory.publisher)
-batches the reservations that its request threads accepted at the same time,
-so one publisher confirm covers many clicks.
+Threaded workers keep client connections alive; a few threads per process
+overlap the waits on Redis and RabbitMQ.
 """
 import multiprocessing
 import os
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_CONCURRENCY", str(multiprocessing.cpu_count())))
-worker_class = "gthread"
-threads = int(os.environ.get("GUNICORN_THREADS", "16"))
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "gthread")
+threads = int(os.environ.get("GUNICORN_THREADS", "8"))
 backlog = 2048
 timeout = 30
 graceful_timeout = 10

@@ -141,9 +141,38 @@ def start_web(port: int, workers: int, extra: dict[str, str] | None = None) -> S
 
 
 def start_worker() -> Server:
-    return Server([str(BIN / "celery"), "-A", "seckill_site", "worker", "-l", "warning", "--concurrency", "2",
+    return Server([str(BIN / "celery"), "-A", "seckill_site", "worker", "-l", "warning", "--concurrency", "4",
                    "--without-mingle", "--without-gossip", "-Q", os.environ["SECKILL_QUEUE"]],
                   dict(os.environ), "bench-worker.log")
+
+
+# --- CPU accounting ----------------------------------------------------------------
+
+CPU_GROUPS = {"gunicorn": "web", "celery": "worker", "mariadbd": "mariadb", "redis-server": "redis",
+              "beam.smp": "rabbitmq"}
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU time used so far by each server, from /proc (all processes of a name)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {g: 0.0 for g in CPU_GROUPS.values()}
+    out["loadgen"] = time.process_time()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        for needle, group in CPU_GROUPS.items():
+            if needle in cmd:
+                out[group] += (int(stat[11]) + int(stat[12])) / tick
+                break
+    return out
+
+
+def cpu_delta(before: dict[str, float]) -> str:
+    after = cpu_seconds()
+    return ", ".join(f"{k} {after[k] - before[k]:.1f}s" for k in after)
 
 
 # --- load ----------------------------------------------------------------------------
@@ -278,13 +307,16 @@ def main() -> int:
                     make_request=order_requests("/api/v1/baseline", tokens, warm))
 
         say(f"\n[1] baseline: POST /api/v1/baseline, {c} connections, {phase_s:.0f} s")
+        cpu0 = cpu_seconds()
         base = loadgen.summarize(loadgen.run(host=HOST, port=port, concurrency=c, duration_s=phase_s,
                                              make_request=order_requests("/api/v1/baseline", tokens, warm)))
         say("    " + loadgen.format_summary("baseline", base))
+        say(f"    CPU used during the phase: {cpu_delta(cpu0)}")
 
         say(f"\n[2] gate sale: stock {sell_stock}, then {phase_s:.0f} s after sell-out")
         sku = new_sku(sell_stock)
         before = web_statements()
+        cpu0 = cpu_seconds()
         results, confirmed_at = sale(port, "/api/v1/orders", tokens, sku, sell_stock, after_s=phase_s, concurrency=c)
         statements = web_statements() - before
         selling, after, last_ok = split(results)
@@ -294,6 +326,7 @@ def main() -> int:
         lag = (confirmed_at - last_ok) if confirmed_at else float("nan")
         say(f"    accepted {len(accepted)}; all confirmed in MySQL {lag:.2f} s after the last acceptance")
         say(f"    MySQL statements by the web processes: {statements} for {len(results)} requests")
+        say(f"    CPU used during the phase: {cpu_delta(cpu0)}")
         checks.append(check_sku(sku, sell_stock, accepted, gate=True))
         summary.update(
             soldout_ratio=after["rps"] / base["rps"], selling_ratio=selling["rps"] / base["rps"],
@@ -304,7 +337,7 @@ def main() -> int:
         if not args.skip_variant:
             say("\n[3] variant: the same sale with a publisher confirm per request")
             web.stop()
-            web = start_web(port, args.web_workers, {"SECKILL_PUBLISH_BATCHING": "0"})
+            web = start_web(port, args.web_workers, {"SECKILL_WEB_PUBLISH_CONFIRM": "1"})
             loadgen.run(host=HOST, port=port, concurrency=c, duration_s=1,
                         make_request=order_requests("/api/v1/baseline", tokens, warm))
             vstock = sell_stock * 2 // 3

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from inventory import redis_store
-from inventory.models import ConsumerDedup, InventoryLog, Sku
+from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, Sku
 
 
 @admin.register(Sku)
@@ -41,3 +41,9 @@ class InventoryLogAdmin(ReadOnlyAdmin):
 class ConsumerDedupAdmin(ReadOnlyAdmin):
     list_display = ("business_id", "operation", "created_at")
     search_fields = ("business_id",)
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "task_name", "reason")
+    search_fields = ("reason",)

@@ -112,3 +112,18 @@ class ConsumerDedup(models.Model):
 
     def __str__(self) -> str:
         return self.business_id
+
+
+class DeadLetter(models.Model):
+    """A message that was refused or kept failing: kept for ops, never retried by itself."""
+
+    task_name = models.CharField(max_length=200)
+    payload = models.JSONField()
+    reason = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.task_name}: {self.reason}"
