@@ -14,7 +14,7 @@ from pathlib import Path
 
 from django_redis import get_redis_connection
 from redis import Redis
-from redis.exceptions import RedisError  # noqa: F401  (re-exported for callers)
+from redis.exceptions import NoScriptError, RedisError  # noqa: F401  (RedisError re-exported)
 from redis.commands.core import Script
 
 LUA_DIR = Path(__file__).resolve().parent / "lua"
@@ -69,7 +69,8 @@ def token_key(token: str) -> str:
 
 @lru_cache(maxsize=None)
 def _script(name: str) -> Script:
-    # Script objects call EVALSHA and load the source once on NOSCRIPT.
+    # Script objects call EVALSHA and load the source once on NOSCRIPT; `.sha`
+    # is known without a round trip, so the hot path can pipeline EVALSHA.
     return redis().register_script((LUA_DIR / f"{name}.lua").read_text())
 
 
@@ -83,12 +84,27 @@ class ReserveResult:
     limit: int = 0
 
 
-def reserve(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str) -> ReserveResult:
+def reserve(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str,
+            remember: tuple[str, str] | None = None) -> ReserveResult:
+    """Run reserve.lua. `remember` = (token, pointer): also mark the key as used
+    in the token's record, in the same round trip (a pipeline, not a script:
+    the token record lives in another slot)."""
     k = sku_keys(sku_id)
-    raw = _script("reserve")(
-        keys=[k.stock, k.buyers, k.inflight, k.idem, k.queue, k.missing],
-        args=[user_id, quantity, idempotency_key, order_id],
-    )
+    keys = [k.stock, k.buyers, k.inflight, k.idem, k.queue, k.missing]
+    args = [user_id, quantity, idempotency_key, order_id]
+    script = _script("reserve")
+    r = redis()
+    try:
+        if remember is None:
+            raw = r.evalsha(script.sha, len(keys), *keys, *args)
+        else:
+            pipe = r.pipeline(transaction=False)
+            pipe.hset(token_key(remember[0]), "i:" + idempotency_key, remember[1])
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            raw = pipe.execute()[1]
+    except NoScriptError:
+        # Redis restarted or was flushed of scripts: load once, then call again.
+        raw = script(keys=keys, args=args)
     code = int(raw[0])
     if code in (OK, DUPLICATE):
         return ReserveResult(code, _s(raw[1]), int(raw[2]))
@@ -265,9 +281,11 @@ def find_inflight(*, sku_ids: list[str], order_id: str) -> tuple[str, InFlight] 
 
 # --- Cached token authentication -------------------------------------------
 # One hash per token: field "u" holds "user_id|is_active|is_staff|username" (or
-# "-" for a token MySQL does not know), fields "i:<idempotency key>" point to the
-# order that key made, so a retried purchase is answered in the same round trip
-# as the authentication.
+# "-" for a token MySQL does not know); field "i:<idempotency key>" holds
+# "<sku_id>|<quantity>" of the request that used the key, read in the same round
+# trip as the authentication. It only tells that a key was used (a retry must
+# get its first answer from the gate, never a shortcut "sold out") and with
+# which body (another body answers 422 at once).
 
 TOKEN_NEGATIVE_TTL_SECONDS = 60
 
@@ -311,8 +329,8 @@ def token_revoke(*, token: str) -> None:
     pipe.execute()
 
 
-def token_remember_order(*, token: str, idempotency_key: str, pointer: str) -> None:
-    redis().hset(token_key(token), "i:" + idempotency_key, pointer)
+def token_forget_key(*, token: str, idempotency_key: str) -> None:
+    redis().hdel(token_key(token), "i:" + idempotency_key)
 
 
 def ping() -> bool:

@@ -29,17 +29,6 @@ class PlacedOrder:
     reserved_ms: int
 
 
-def _pointer(order_id: str, sku_id: str, quantity: int) -> str:
-    return f"{order_id}|{quantity}|{sku_id}"
-
-
-def _replay(pointer: str, *, sku_id: str, quantity: int) -> PlacedOrder:
-    order_id, qty, first_sku = pointer.split("|", 2)
-    if first_sku != sku_id or int(qty) != quantity:
-        raise IdempotencyKeyReused(order_id=order_id)
-    return PlacedOrder(order_id, sku_id, quantity, created=False, reserved_ms=0)
-
-
 def order_place(
     *, user_id: int, token: str, sku_id: str, quantity: int, idempotency_key: str,
     idempotency_pointer: str | None = None,
@@ -48,20 +37,35 @@ def order_place(
 
     Redis first: a crash after the take can only under-sell until the orphan
     sweep re-publishes the reservation, never oversell. `idempotency_pointer`
-    is what this key made before, fetched with the token in one round trip.
+    is the body this key was first used with ("sku|qty"), fetched with the
+    token in one round trip; the gate itself holds the authoritative record.
     """
     if idempotency_pointer:
-        return _replay(idempotency_pointer, sku_id=sku_id, quantity=quantity)
-    if _sold_out_until.get(sku_id, 0.0) > time.monotonic():
+        first_sku, _, first_qty = idempotency_pointer.rpartition("|")
+        if first_sku != sku_id or first_qty != str(quantity):
+            raise IdempotencyKeyReused()
+    elif _sold_out_until.get(sku_id, 0.0) > time.monotonic():
+        # A key never used before cannot be a retry: "sold out" is its answer.
         raise SoldOut(sku_id=sku_id)
 
     order_id = uuid.uuid4().hex
+    remember = None if idempotency_pointer else (token, f"{sku_id}|{quantity}")
     result = _reserve_warming(sku_id=sku_id, user_id=user_id, quantity=quantity,
-                              idempotency_key=idempotency_key, order_id=order_id)
+                              idempotency_key=idempotency_key, order_id=order_id, remember=remember)
     code = result.code
+    if code == redis_store.OK:
+        reservation = inventory_services.Reservation(
+            order_id=order_id, sku_id=sku_id, user_id=user_id, quantity=quantity,
+            idempotency_key=idempotency_key, reserved_ms=int(time.time() * 1000),
+        )
+        _publish_or_release(reservation, token=token, forget=remember is not None)
+        return PlacedOrder(order_id, sku_id, quantity, created=True, reserved_ms=reservation.reserved_ms)
     if code == redis_store.DUPLICATE:
-        _remember(token, idempotency_key, _pointer(result.order_id, sku_id, quantity))
         return PlacedOrder(result.order_id, sku_id, quantity, created=False, reserved_ms=0)
+
+    # Refused: the key claims nothing, so the client may fix the body and retry.
+    if remember is not None:
+        _forget(token, idempotency_key)
     if code == redis_store.KEY_REUSED:
         raise IdempotencyKeyReused(order_id=result.order_id)
     if code == redis_store.SOLD_OUT:
@@ -72,16 +76,9 @@ def order_place(
         raise LimitReached(held=result.value, limit=result.limit)
     if code == redis_store.NOT_ACTIVE:
         raise SaleNotActive(sku_id=sku_id)
-    if code in (redis_store.UNKNOWN_SKU, redis_store.NOT_WARMED):
+    if code == redis_store.UNKNOWN_SKU:
         raise SkuNotFound(sku_id=sku_id)
-
-    reservation = inventory_services.Reservation(
-        order_id=order_id, sku_id=sku_id, user_id=user_id, quantity=quantity,
-        idempotency_key=idempotency_key, reserved_ms=int(time.time() * 1000),
-    )
-    _publish_or_release(reservation)
-    _remember(token, idempotency_key, _pointer(order_id, sku_id, quantity))
-    return PlacedOrder(order_id, sku_id, quantity, created=True, reserved_ms=reservation.reserved_ms)
+    raise Unavailable()  # NOT_WARMED right after a warm: Redis is losing data
 
 
 def _reserve_warming(**kw) -> redis_store.ReserveResult:
@@ -90,6 +87,8 @@ def _reserve_warming(**kw) -> redis_store.ReserveResult:
         if result.code == redis_store.NOT_WARMED:
             # Redis lost (or never had) this SKU: load it from MySQL, once.
             if not inventory_services.stock_warm(sku_id=kw["sku_id"]):
+                if kw.get("remember"):
+                    _forget(kw["remember"][0], kw["idempotency_key"])
                 raise SkuNotFound(sku_id=kw["sku_id"])
             result = redis_store.reserve(**kw)
         return result
@@ -97,11 +96,13 @@ def _reserve_warming(**kw) -> redis_store.ReserveResult:
         # The script may have run before the connection broke: undo by order id
         # (idempotent) so that a 503 keeps its promise that nothing was taken.
         _release_quietly(kw["sku_id"], kw["order_id"])
+        if kw.get("remember"):
+            _forget(kw["remember"][0], kw["idempotency_key"])
         logger.warning("reserve failed: %r", exc)
         raise Unavailable() from exc
 
 
-def _publish_or_release(reservation: inventory_services.Reservation) -> None:
+def _publish_or_release(reservation: inventory_services.Reservation, *, token: str, forget: bool) -> None:
     from inventory.tasks import publish_confirm
 
     try:
@@ -113,6 +114,8 @@ def _publish_or_release(reservation: inventory_services.Reservation) -> None:
             # A confirm consumer already holds it (batched with another
             # message): the order goes on, so the client gets its 202.
             return
+        if forget:
+            _forget(token, reservation.idempotency_key)
         raise Unavailable() from exc
 
 
@@ -126,8 +129,8 @@ def _release_quietly(sku_id: str, order_id: str) -> int | None:
     return None
 
 
-def _remember(token: str, idempotency_key: str, pointer: str) -> None:
+def _forget(token: str, idempotency_key: str) -> None:
     try:
-        redis_store.token_remember_order(token=token, idempotency_key=idempotency_key, pointer=pointer)
+        redis_store.token_forget_key(token=token, idempotency_key=idempotency_key)
     except redis_store.RedisError:
-        pass  # only a shortcut; the SKU's own idempotency record still answers
+        pass  # a stale mark only sends that key's retries through the gate
