@@ -10,12 +10,12 @@ from decimal import Decimal
 from typing import Callable, Iterable, TypeVar
 
 from django.conf import settings
-from django.db import OperationalError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 
 from inventory import redis_store, selectors
-from inventory.models import ConsumerDedup, InventoryLog, Sku
+from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, Sku
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -168,7 +168,23 @@ def reservation_batch_confirm(*, sku_id: str, own: list[Reservation]) -> Confirm
     batch += [r for r in own if states[r.order_id] == "missing"]
     if not batch:
         return ConfirmOutcome("done")
-    confirmed, failed, given_back = with_mysql_retry(lambda: _confirm_batch_in_mysql(sku_id=sku_id, batch=batch))
+    try:
+        confirmed, failed, given_back = with_mysql_retry(lambda: _confirm_batch_in_mysql(sku_id=sku_id, batch=batch))
+    except IntegrityError:
+        # One bad reservation (say, its user was deleted) must not block the
+        # SKU's whole batch: confirm one by one and set the bad ones aside.
+        confirmed, failed, given_back = [], [], []
+        for r in batch:
+            try:
+                c, f, g = with_mysql_retry(lambda r=r: _confirm_batch_in_mysql(sku_id=sku_id, batch=[r]))
+            except IntegrityError as exc:
+                logger.error("reservation %s cannot be confirmed: %r", r.order_id, exc)
+                DeadLetter.objects.create(task_name="confirm", payload=r.payload(),
+                                          reason=f"IntegrityError: {exc}"[:255])
+                c, f, g = [], [], [r.order_id]
+            confirmed += c
+            failed += f
+            given_back += g
     redis_store.settle(sku_id=sku_id, confirmed=confirmed, failed=failed, given_back=given_back)
     return ConfirmOutcome("confirmed", tuple(confirmed), tuple(failed), tuple(given_back))
 

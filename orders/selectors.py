@@ -41,7 +41,10 @@ def order_get(*, user_id: int, order_id: str) -> OrderView | None:
         return OrderView.of(row)
     found = redis_store.find_inflight(sku_ids=inventory_selectors.sku_ids_live(), order_id=order_id)
     if found is None:
-        return None
+        # The confirm commits in MySQL and then settles Redis: it may have done
+        # both between the two reads above.
+        row = Order.objects.filter(pk=order_id, user_id=user_id).first()
+        return OrderView.of(row) if row is not None else None
     sku_id, entry = found
     if entry.user_id != user_id:
         return None

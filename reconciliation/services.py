@@ -19,7 +19,7 @@ class OrphanSweep:
     settled: list[str] = field(default_factory=list)
 
 
-def orphans_recover(*, grace_seconds: int | None = None) -> OrphanSweep:
+def orphans_recover(*, grace_seconds: int | None = None, sku_ids: list[str] | None = None) -> OrphanSweep:
     """Re-publish the confirm of every reservation in flight for too long.
 
     Its message was lost (web process killed between the Lua call and the
@@ -34,7 +34,7 @@ def orphans_recover(*, grace_seconds: int | None = None) -> OrphanSweep:
     grace_ms = 1000 * (settings.SECKILL_ORPHAN_GRACE_SECONDS if grace_seconds is None else grace_seconds)
     now_ms = int(time.time() * 1000)
     sweep = OrphanSweep()
-    for sku_id in inventory_selectors.sku_ids_live():
+    for sku_id in (sku_ids if sku_ids is not None else inventory_selectors.sku_ids_live()):
         stale = [e for e in redis_store.inflight_entries(sku_id=sku_id) if now_ms - e.reserved_ms >= grace_ms]
         if not stale:
             continue

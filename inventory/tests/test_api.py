@@ -13,7 +13,8 @@ def test_sku_detail_public_and_staff(api, make_sku, make_buyers):
     public = api(buyer).get(f"/api/v1/skus/{sku.sku_id}").json()
     assert public["available"] == 7 and public["total"] == 7 and public["per_user_limit"] == 2
     assert public["sale_state"] == "on_sale" and "buckets" not in public
-    redis_store.reserve(sku_id=sku.sku_id, user_id=1, quantity=2, idempotency_key="k", order_id="b" * 32)
+    (user, _), = make_buyers(1)
+    redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=2, idempotency_key="k", order_id="b" * 32)
     body = api(staff).get(f"/api/v1/skus/{sku.sku_id}").json()
     assert body["available"] == 5  # the live Redis figure
     assert body["buckets"] == {"total": 7, "available": 7, "frozen": 0, "locked": 0, "sold": 0}

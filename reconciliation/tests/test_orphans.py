@@ -22,15 +22,15 @@ def test_reservation_without_message_is_republished_and_confirmed(worker, make_s
     # the web process "died" right after the Lua call: no message was published
     assert redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k",
                                order_id=oid).code == redis_store.OK
-    assert orphans_recover(grace_seconds=3600).republished == []  # still within its grace period
-    sweep = orphans_recover(grace_seconds=0)
+    assert orphans_recover(grace_seconds=3600, sku_ids=[sku.sku_id]).republished == []  # still within its grace period
+    sweep = orphans_recover(grace_seconds=0, sku_ids=[sku.sku_id])
     assert sweep.republished == [oid]
     wait_until(lambda: Order.objects.filter(pk=oid, status=Order.Status.PENDING_PAYMENT).exists(),
                what="orphan confirmed")
     settled(sku.sku_id)
     row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.locked_stock) == (3, 1)
-    assert orphans_recover(grace_seconds=0).republished == []
+    assert orphans_recover(grace_seconds=0, sku_ids=[sku.sku_id]).republished == []
 
 
 def test_broker_message_lost_after_publish_is_recovered(worker, make_sku, make_buyers, api):
@@ -45,7 +45,26 @@ def test_broker_message_lost_after_publish_is_recovered(worker, make_sku, make_b
                             HTTP_IDEMPOTENCY_KEY="lost")
     assert r.status_code == 202
     oid = r.json()["order_id"]
-    assert orphans_recover(grace_seconds=0).republished == [oid]
+    assert orphans_recover(grace_seconds=0, sku_ids=[sku.sku_id]).republished == [oid]
     wait_until(lambda: Order.objects.filter(pk=oid).exists(), what="lost message recovered")
     settled(sku.sku_id)
     assert_balanced(sku.sku_id)
+
+
+def test_reservation_of_a_deleted_user_does_not_block_the_sku(worker, make_sku, make_buyers):
+    from inventory.models import DeadLetter
+    from inventory.tasks import publish_confirms
+    from inventory.services import Reservation
+
+    sku = make_sku(stock=3)
+    (user, _), = make_buyers(1)
+    ghost, good = uuid.uuid4().hex, uuid.uuid4().hex
+    redis_store.reserve(sku_id=sku.sku_id, user_id=10**9, quantity=1, idempotency_key="g", order_id=ghost)
+    redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k", order_id=good)
+    publish_confirms([Reservation.from_inflight(sku.sku_id, e) for e in redis_store.inflight_entries(sku_id=sku.sku_id)])
+    wait_until(lambda: Order.objects.filter(pk=good).exists(), what="the good reservation confirmed")
+    settled(sku.sku_id)
+    assert not Order.objects.filter(pk=ghost).exists()
+    assert DeadLetter.objects.filter(payload__order_id=ghost).exists()
+    row = assert_balanced(sku.sku_id)  # the ghost's unit went back to Redis
+    assert (row.available_stock, row.locked_stock) == (2, 1)
