@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timezone as dt_timezone
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -12,6 +12,8 @@ from rest_framework.views import APIView
 from inventory.errors import IdempotencyKeyRequired, InvalidInput, OrderNotFound
 from orders import selectors, services
 from orders.api.serializers import ErrorBody, OrderAccepted, OrderOutput, OrderPlaceInput
+
+_DATETIME = serializers.DateTimeField()
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key", str, OpenApiParameter.HEADER, required=True,
@@ -52,8 +54,8 @@ class OrderListCreateView(GenericAPIView):
                 "quantity": placed.quantity, "created_at": None, "replayed": not placed.created}
         if placed.created:
             # A plain dict, not a serializer: this is the hot path of a sale.
-            body["created_at"] = datetime.fromtimestamp(placed.reserved_ms / 1000, tz=dt_timezone.utc) \
-                .isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            body["created_at"] = _DATETIME.to_representation(
+                datetime.fromtimestamp(placed.reserved_ms / 1000, tz=dt_timezone.utc))
         else:
             # A retry: answer with what that order is now (a rare, read-only path).
             current = selectors.order_get(user_id=request.user.id, order_id=placed.order_id)
