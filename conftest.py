@@ -50,6 +50,20 @@ def _clean_stores():
     yield
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_test_environment, django_db_blocker):
+    """Always create the test database: the tests here use committed data
+    (`live_db`) instead of pytest-django's per-test markers, which would
+    otherwise leave the test database uncreated and the tests on the real one."""
+    from django.test.utils import setup_databases, teardown_databases
+
+    with django_db_blocker.unblock():
+        config = setup_databases(verbosity=0, interactive=False, aliases={"default"})
+    yield
+    with django_db_blocker.unblock():
+        teardown_databases(config, verbosity=0)
+
+
 @pytest.fixture
 def live_db(django_db_setup, django_db_blocker):
     """Committed data, visible to the worker and web processes."""
@@ -64,6 +78,7 @@ def process_env(django_db_setup, django_db_blocker) -> dict[str, str]:
 
     with django_db_blocker.unblock():
         name = connection.settings_dict["NAME"]
+    assert name.startswith("test_"), name
     env = dict(os.environ)
     env.update(
         DJANGO_SETTINGS_MODULE="seckill_site.settings.test",

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from inventory import redis_store
-from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, Sku
+from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, OutboxMessage, Sku
 
 
 @admin.register(Sku)
@@ -47,3 +47,10 @@ class ConsumerDedupAdmin(ReadOnlyAdmin):
 class DeadLetterAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "task_name", "reason")
     search_fields = ("reason",)
+
+
+@admin.register(OutboxMessage)
+class OutboxMessageAdmin(ReadOnlyAdmin):
+    list_display = ("id", "topic", "sku", "op_id", "created_at", "sent_at", "attempts")
+    list_filter = ("topic", ("sent_at", admin.EmptyFieldListFilter))
+    search_fields = ("op_id",)

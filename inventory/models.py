@@ -127,3 +127,29 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_name}: {self.reason}"
+
+
+class OutboxMessage(models.Model):
+    """A message that must exist if and only if its MySQL transaction committed.
+
+    Written in the same transaction as the stock move it announces; the relay
+    publishes unsent rows (right after commit, and again from a beat sweep).
+    """
+
+    class Topic(models.TextChoices):
+        STOCK_GIVE = "stock_give", "Give stock back to Redis"
+
+    topic = models.CharField(max_length=32, choices=Topic.choices)
+    sku = models.ForeignKey(Sku, on_delete=models.PROTECT, related_name="outbox")
+    op_id = models.CharField(max_length=96, unique=True)
+    payload = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["sent_at", "created_at"], name="outbox_unsent")]
+
+    def __str__(self) -> str:
+        return f"{self.topic} {self.op_id} ({'sent' if self.sent_at else 'unsent'})"

@@ -43,6 +43,7 @@ class SkuKeys:
     claims: str
     done: str
     released: str
+    applied: str
     lock: str
 
 
@@ -59,6 +60,7 @@ def sku_keys(sku_id: str) -> SkuKeys:
         claims=f"{tag}:claims",
         done=f"{tag}:done",
         released=f"{tag}:released",
+        applied=f"{tag}:applied",
         lock=f"{tag}:warm-lock",
     )
 
@@ -161,6 +163,15 @@ def settle(*, sku_id: str, confirmed: list[str], failed: list[str], given_back: 
     )
 
 
+GIVE_APPLIED, GIVE_ALREADY, GIVE_NOT_WARM = 1, 0, -1
+
+
+def give(*, sku_id: str, op_id: str, quantity: int, user_id: int | None) -> int:
+    k = sku_keys(sku_id)
+    return int(_script("give")(keys=[k.stock, k.buyers, k.applied],
+                               args=[op_id, quantity, "" if user_id is None else user_id]))
+
+
 def inflight_entries(*, sku_id: str) -> list[InFlight]:
     raw = redis().hgetall(sku_keys(sku_id).inflight)
     return [parse_inflight(_s(oid), e) for oid, e in raw.items()]
@@ -189,6 +200,7 @@ class Snapshot:
     status: str
     buyers: dict[int, int]
     idempotency: dict[str, str]
+    applied_gives: tuple[str, ...] = ()
 
 
 def snapshot_exists(*, sku_id: str) -> bool:
@@ -205,9 +217,11 @@ def snapshot_load(*, sku_id: str, snapshot: Snapshot) -> bool:
     ]
     for user_id, units in snapshot.buyers.items():
         args += [user_id, units]
+    args.append(len(snapshot.idempotency))
     for field, value in snapshot.idempotency.items():
         args += [field, value]
-    return bool(_script("warm")(keys=[k.stock, k.buyers, k.idem, k.missing], args=args))
+    args += list(snapshot.applied_gives)
+    return bool(_script("warm")(keys=[k.stock, k.buyers, k.idem, k.missing, k.applied], args=args))
 
 
 def warm_lock_acquire(*, sku_id: str) -> str | None:

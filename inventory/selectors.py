@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Sum
+from django.utils import timezone
 
 from inventory import redis_store
-from inventory.models import Sku
+from inventory.models import OutboxMessage, Sku
+
+# A give older than this is surely applied (the relay sends within seconds).
+GIVE_MEMORY_DAYS = 7
 
 
 def _ms(dt: datetime | None) -> int:
@@ -28,7 +32,8 @@ def sku_ids_live() -> list[str]:
 
 
 def sku_snapshot(*, sku: Sku) -> redis_store.Snapshot:
-    """What Redis should hold for a SKU, recomputed from MySQL rows.
+    """What Redis should hold for a SKU, recomputed from MySQL rows (call it
+    with the SKU row locked, so no give commits between the reads).
 
     Per-user counts and idempotency records come from the orders, so a Redis
     that lost its data still enforces the limit and answers retries.
@@ -43,6 +48,10 @@ def sku_snapshot(*, sku: Sku) -> redis_store.Snapshot:
     keyed = Order.objects.filter(sku_id=sku.sku_id, idempotency_key__isnull=False).values_list(
         "user_id", "idempotency_key", "order_id", "quantity"
     )
+    since = timezone.now() - timedelta(days=GIVE_MEMORY_DAYS)
+    gives = OutboxMessage.objects.filter(
+        sku_id=sku.sku_id, topic=OutboxMessage.Topic.STOCK_GIVE, created_at__gte=since
+    ).values_list("op_id", flat=True)
     return redis_store.Snapshot(
         available=sku.available_stock,
         total=sku.total_stock,
@@ -54,6 +63,7 @@ def sku_snapshot(*, sku: Sku) -> redis_store.Snapshot:
         status=sku.status,
         buyers={row["user_id"]: row["units"] for row in held if row["units"]},
         idempotency={f"{u}:{k}": f"{oid}|{q}" for u, k, oid, q in keyed},
+        applied_gives=tuple(gives),
     )
 
 

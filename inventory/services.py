@@ -15,7 +15,7 @@ from django.db.models import F, Sum
 from django.utils import timezone
 
 from inventory import redis_store, selectors
-from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, Sku
+from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, OutboxMessage, Sku
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -92,11 +92,14 @@ def stock_warm(*, sku_id: str) -> bool:
             return True
         return selectors.sku_get(sku_id=sku_id) is not None and stock_warm(sku_id=sku_id)
     try:
-        sku = selectors.sku_get(sku_id=sku_id)
+        with transaction.atomic():
+            # The row lock makes the snapshot consistent with the gives it counts.
+            sku = skus_lock(sku_ids=[sku_id]).get(sku_id)
+            snapshot = selectors.sku_snapshot(sku=sku) if sku is not None else None
         if sku is None:
             redis_store.mark_missing(sku_id=sku_id)
             return False
-        loaded = redis_store.snapshot_load(sku_id=sku_id, snapshot=selectors.sku_snapshot(sku=sku))
+        loaded = redis_store.snapshot_load(sku_id=sku_id, snapshot=snapshot)
         if loaded:
             logger.info("warmed %s: available=%s", sku_id, sku.available_stock)
         return True
@@ -305,3 +308,89 @@ def _confirm_batch_in_mysql(*, sku_id: str, batch: list[Reservation]) -> tuple[l
             failed + [r.order_id for r, why in refused if why == STOCK_REFUSAL],
             given_back + [r.order_id for r, why in refused if why != STOCK_REFUSAL],
         )
+
+
+# --- Gives: MySQL first, then Redis through the outbox -------------------------
+
+def stock_give_record(*, sku_id: str, quantity: int, op_id: str, user_id: int | None = None,
+                      order_id: str | None = None, reason: str, actor: str) -> OutboxMessage:
+    """Inside the caller's transaction (which already moved the MySQL buckets):
+    the INCR log row and the outbox message that will give the units to Redis."""
+    InventoryLog.objects.create(
+        sku_id=sku_id, operation=InventoryLog.Operation.INCR, quantity=quantity, order_id=order_id,
+        op_id=op_id, status=InventoryLog.Status.PENDING, reason=reason, actor=actor,
+    )
+    message = OutboxMessage.objects.create(
+        topic=OutboxMessage.Topic.STOCK_GIVE, sku_id=sku_id, op_id=op_id,
+        payload={"sku_id": sku_id, "op_id": op_id, "quantity": quantity, "user_id": user_id},
+    )
+    transaction.on_commit(lambda: outbox_relay(ids=[message.pk]))
+    return message
+
+
+def outbox_relay(*, ids: list[int] | None = None, older_than_s: float = 0, limit: int = 500) -> int:
+    """Publish unsent outbox rows (confirmed) and mark them sent. Returns how many.
+
+    Rows are taken with SKIP LOCKED so two relays never send the same row at
+    once; a row sent twice anyway (relay died after the publish) is harmless,
+    the give is idempotent by its op id.
+    """
+    from inventory.tasks import publish_give
+
+    sent = 0
+    try:
+        with transaction.atomic():
+            rows = OutboxMessage.objects.select_for_update(skip_locked=True).filter(sent_at__isnull=True)
+            if ids is not None:
+                rows = rows.filter(pk__in=ids)
+            if older_than_s:
+                rows = rows.filter(created_at__lte=timezone.now() - timedelta(seconds=older_than_s))
+            for row in rows.order_by("pk")[:limit]:
+                row.attempts += 1
+                try:
+                    publish_give(row.payload)
+                except Exception as exc:
+                    logger.warning("outbox %s not sent: %r", row.op_id, exc)
+                    row.save(update_fields=["attempts"])
+                    break
+                row.sent_at = timezone.now()
+                row.save(update_fields=["attempts", "sent_at"])
+                sent += 1
+    except OperationalError as exc:  # MySQL away: the beat sweep sends later
+        logger.warning("outbox relay skipped: %r", exc)
+    return sent
+
+
+def stock_give_apply(*, sku_id: str, op_id: str, quantity: int, user_id: int | None) -> int:
+    """The Redis half of a give, then its log row becomes success. Idempotent."""
+    outcome = redis_store.give(sku_id=sku_id, op_id=op_id, quantity=quantity, user_id=user_id)
+    InventoryLog.objects.filter(op_id=op_id, operation=InventoryLog.Operation.INCR,
+                                status=InventoryLog.Status.PENDING).update(status=InventoryLog.Status.SUCCESS)
+    return outcome
+
+
+def dead_letters_collect(*, limit: int = 500) -> int:
+    from seckill_site.celery import app
+
+    moved = 0
+    with app.connection_for_write() as conn:
+        queue = settings.CELERY_DEAD_LETTER(conn.default_channel)
+        queue.declare()
+        for _ in range(limit):
+            message = queue.get(no_ack=False, accept=["json"])
+            if message is None:
+                break
+            headers = message.headers or {}
+            try:
+                body = message.decode()
+            except Exception:
+                body = {"raw": message.body.decode(errors="replace")[:10000]}
+            deaths = headers.get("x-death") or [{}]
+            DeadLetter.objects.create(
+                task_name=str(headers.get("task", "?")),
+                payload={"body": body, "id": headers.get("id")},
+                reason=f"dead-lettered by RabbitMQ: {deaths[0].get('reason', 'delivery limit')}"[:255],
+            )
+            message.ack()
+            moved += 1
+    return moved

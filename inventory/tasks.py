@@ -76,3 +76,29 @@ def publish_confirms(reservations: list[services.Reservation]) -> None:
 
     if reservations:
         send_confirm_batch([r.payload() for r in reservations])
+
+
+@shared_task(name="inventory.tasks.stock_give_task", acks_late=True, reject_on_worker_lost=True)
+def stock_give_task(payload: dict, signature: str) -> int:
+    """Apply a give to Redis (MySQL already committed it). Body: {sku_id, op_id, quantity, user_id}."""
+    body = signing.verify(payload, signature)
+    return with_store_retry(lambda: services.stock_give_apply(
+        sku_id=body["sku_id"], op_id=body["op_id"], quantity=int(body["quantity"]),
+        user_id=body.get("user_id")))
+
+
+def publish_give(payload: dict) -> str:
+    return stock_give_task.apply_async(args=[payload, signing.sign(payload)]).id
+
+
+@shared_task(name="inventory.tasks.outbox_relay_task", expires=60)
+def outbox_relay_task() -> int:
+    """Beat: send outbox rows the after-commit relay did not (process died, broker down)."""
+    return services.outbox_relay(older_than_s=2)
+
+
+@shared_task(name="inventory.tasks.dead_letters_collect_task", expires=60)
+def dead_letters_collect_task() -> int:
+    """Beat: move messages RabbitMQ dead-lettered (delivery limit, rejected) into
+    the DeadLetter table, where ops see them in the admin."""
+    return services.dead_letters_collect()

@@ -27,6 +27,8 @@ class Order(models.Model):
     # order (possible only after Redis lost its idempotency records).
     idempotency_key = models.CharField(max_length=64, null=True, blank=True)
     failure_reason = models.CharField(max_length=64, blank=True, default="")
+    # The payment provider's id (unique): a webhook delivered twice pays once.
+    payment_id = models.CharField(max_length=128, null=True, blank=True, unique=True)
     created_at = models.DateTimeField(help_text="When Redis accepted the reservation.")
     confirmed_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)

@@ -91,3 +91,26 @@ class BaselineView(APIView):
         idempotency_key_of(request)
         return Response({"order_id": "", "status": "VALIDATED", "sku_id": data["sku_id"],
                          "quantity": data["quantity"], "created_at": None}, status=status.HTTP_202_ACCEPTED)
+
+
+class PayInput(serializers.Serializer):
+    payment_id = serializers.CharField(max_length=128, required=False,
+                                       help_text="The payment provider's id; a retried callback pays once.")
+
+
+class OrderPayView(APIView):
+    @extend_schema(request=PayInput, responses={200: OrderOutput, 404: ErrorBody, 409: ErrorBody})
+    def post(self, request, order_id: str):
+        data = request.data if isinstance(request.data, dict) else {}
+        body = PayInput(data=data)
+        body.is_valid(raise_exception=True)
+        order = services.order_pay(user_id=request.user.id, order_id=order_id,
+                                   payment_id=body.validated_data.get("payment_id"))
+        return Response(OrderOutput(selectors.OrderView.of(order)).data)
+
+
+class OrderCancelView(APIView):
+    @extend_schema(request=None, responses={200: OrderOutput, 404: ErrorBody, 409: ErrorBody})
+    def post(self, request, order_id: str):
+        order = services.order_cancel(user_id=request.user.id, order_id=order_id)
+        return Response(OrderOutput(selectors.OrderView.of(order)).data)

@@ -152,6 +152,9 @@ SECKILL_PAYMENT_TIMEOUT_SECONDS = env_int("SECKILL_PAYMENT_TIMEOUT_SECONDS", 900
 # its confirm message is published again (the message may have been lost).
 SECKILL_ORPHAN_GRACE_SECONDS = env_int("SECKILL_ORPHAN_GRACE_SECONDS", 10)
 SECKILL_ORPHAN_SWEEP_SECONDS = env_int("SECKILL_ORPHAN_SWEEP_SECONDS", 5)
+SECKILL_EXPIRY_SWEEP_SECONDS = env_int("SECKILL_EXPIRY_SWEEP_SECONDS", 10)
+SECKILL_OUTBOX_SWEEP_SECONDS = env_int("SECKILL_OUTBOX_SWEEP_SECONDS", 5)
+SECKILL_DEAD_LETTER_SWEEP_SECONDS = env_int("SECKILL_DEAD_LETTER_SWEEP_SECONDS", 30)
 # Requests per process may skip the Redis gate for this long after it said
 # "sold out" (see orders.services.order_place).
 SECKILL_SOLD_OUT_MEMO_SECONDS = float(os.environ.get("SECKILL_SOLD_OUT_MEMO_SECONDS", "0.5"))

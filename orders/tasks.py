@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from celery import shared_task
+
+from orders import services
+
+
+@shared_task(name="orders.tasks.orders_expire_task", expires=60)
+def orders_expire_task() -> int:
+    """Beat: expire unpaid orders past their payment window (in batches)."""
+    total = 0
+    while True:
+        n = services.orders_expire(limit=200)
+        total += n
+        if n < 200:
+            return total

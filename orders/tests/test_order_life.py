@@ -1,0 +1,224 @@
+"""Pay, cancel, expire: one winner per order, every unit back in both stores."""
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from conftest import wait_until
+from inventory import redis_store
+from inventory.models import InventoryLog, OutboxMessage, Sku
+from inventory.tests.helpers import assert_balanced, settled
+from orders import services
+from orders.models import Order
+
+pytestmark = pytest.mark.worker
+
+
+def buy(client, sku_id, key=None, qty=1):
+    r = client.post("/api/v1/orders", {"sku_id": sku_id, "quantity": qty}, format="json",
+                    HTTP_IDEMPOTENCY_KEY=key or uuid.uuid4().hex)
+    assert r.status_code == 202, r.content
+    return r.json()["order_id"]
+
+
+def confirmed(order_id):
+    wait_until(lambda: Order.objects.filter(pk=order_id, status=Order.Status.PENDING_PAYMENT).exists(),
+               what=f"order {order_id} confirmed")
+
+
+def gives_applied(sku_id):
+    wait_until(lambda: not InventoryLog.objects.filter(sku_id=sku_id, operation="INCR", status="pending").exists()
+               and not OutboxMessage.objects.filter(sku_id=sku_id, sent_at__isnull=True).exists(),
+               what="gives applied")
+
+
+def test_pay_moves_locked_to_sold_and_is_harmless_to_repeat(api, make_sku, make_buyers, worker):
+    sku = make_sku(stock=3)
+    (_, token), = make_buyers(1)
+    client = api(token)
+    oid = buy(client, sku.sku_id)
+    assert client.post(f"/api/v1/orders/{oid}/pay").status_code in (200, 409)  # may still be PROCESSING
+    confirmed(oid) if not Order.objects.filter(pk=oid, status="PAID").exists() else None
+    r = client.post(f"/api/v1/orders/{oid}/pay")
+    assert r.status_code == 200 and r.json()["status"] == "PAID"
+    again = client.post(f"/api/v1/orders/{oid}/pay")
+    assert again.status_code == 200 and again.json()["status"] == "PAID"
+    settled(sku.sku_id)
+    row = assert_balanced(sku.sku_id)
+    assert (row.available_stock, row.locked_stock, row.sold_stock) == (2, 0, 1)
+    assert InventoryLog.objects.get(order_id=oid, operation="DECR").status == "success"
+    assert client.post(f"/api/v1/orders/{oid}/cancel").json()["code"] == "not_cancellable"
+
+
+def test_cancel_gives_back_in_both_stores_once(api, make_sku, make_buyers, worker):
+    sku = make_sku(stock=2, per_user_limit=1)
+    (_, token), = make_buyers(1)
+    client = api(token)
+    oid = buy(client, sku.sku_id)
+    confirmed(oid)
+    r = client.post(f"/api/v1/orders/{oid}/cancel")
+    assert r.status_code == 200 and r.json()["status"] == "CANCELLED"
+    assert client.post(f"/api/v1/orders/{oid}/cancel").status_code == 200
+    pay = client.post(f"/api/v1/orders/{oid}/pay")
+    assert pay.status_code == 409 and pay.json()["code"] == "not_payable"
+    gives_applied(sku.sku_id)
+    row = assert_balanced(sku.sku_id)
+    assert (row.available_stock, row.locked_stock) == (2, 0)
+    # the buyer's per-user count came back too: the limit of 1 lets them buy again
+    assert buy(client, sku.sku_id)
+    logs = dict(InventoryLog.objects.filter(order_id=oid).values_list("operation", "status"))
+    assert logs == {"DECR": "fail", "INCR": "success"}
+
+
+def test_expired_stock_is_bought_again_by_a_new_buyer(api, make_sku, make_buyers, worker):
+    sku = make_sku(stock=1)
+    (_, first), (_, second) = make_buyers(2)
+    oid = buy(api(first), sku.sku_id)
+    confirmed(oid)
+    assert api(second).post("/api/v1/orders", {"sku_id": sku.sku_id, "quantity": 1}, format="json",
+                            HTTP_IDEMPOTENCY_KEY="x").json()["code"] == "sold_out"
+    Order.objects.filter(pk=oid).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert api(first).post(f"/api/v1/orders/{oid}/pay").json()["code"] == "not_payable"
+    while services.orders_expire():
+        pass
+    assert Order.objects.get(pk=oid).status == Order.Status.EXPIRED
+    gives_applied(sku.sku_id)
+    wait_until(lambda: redis_store.live_stock(sku_id=sku.sku_id).available == 1, what="unit back in Redis")
+    # the process memo of "sold out" is short; give it time to lapse
+    wait_until(lambda: api(second).post("/api/v1/orders", {"sku_id": sku.sku_id, "quantity": 1}, format="json",
+                                        HTTP_IDEMPOTENCY_KEY=uuid.uuid4().hex).status_code == 202,
+               what="second buyer gets the unit", timeout=5)
+    settled(sku.sku_id)
+    row = assert_balanced(sku.sku_id)
+    assert (row.available_stock, row.locked_stock) == (0, 1)
+
+
+def test_other_users_order_is_404_everywhere(api, make_sku, make_buyers, worker):
+    sku = make_sku(stock=2)
+    (_, owner), (_, other) = make_buyers(2)
+    oid = buy(api(owner), sku.sku_id)
+    confirmed(oid)
+    for method, url in [("get", f"/api/v1/orders/{oid}"), ("post", f"/api/v1/orders/{oid}/pay"),
+                        ("post", f"/api/v1/orders/{oid}/cancel")]:
+        r = getattr(api(other), method)(url)
+        assert r.status_code == 404 and r.json()["code"] == "not_found", (url, r.content)
+    assert Order.objects.get(pk=oid).status == Order.Status.PENDING_PAYMENT
+    assert api(owner).post("/api/v1/orders/not-an-id/pay").status_code == 404
+
+
+def test_relay_dying_after_commit_loses_nothing(api, make_sku, make_buyers, worker):
+    sku = make_sku(stock=1)
+    (_, token), = make_buyers(1)
+    client = api(token)
+    oid = buy(client, sku.sku_id)
+    confirmed(oid)
+    with mock.patch("inventory.tasks.publish_give", side_effect=ConnectionError("relay died")):
+        assert client.post(f"/api/v1/orders/{oid}/cancel").status_code == 200
+    row = OutboxMessage.objects.get(op_id=f"{oid}:release")
+    assert row.sent_at is None
+    assert redis_store.live_stock(sku_id=sku.sku_id).available == 0  # Redis not given back yet
+    from inventory.services import outbox_relay
+
+    assert outbox_relay(older_than_s=0) >= 1
+    gives_applied(sku.sku_id)
+    assert_balanced(sku.sku_id)
+
+
+def test_give_delivered_twice_restores_once(api, make_sku, make_buyers, worker):
+    from inventory.tasks import publish_give
+
+    sku = make_sku(stock=2)
+    (_, token), = make_buyers(1)
+    client = api(token)
+    oid = buy(client, sku.sku_id)
+    confirmed(oid)
+    client.post(f"/api/v1/orders/{oid}/cancel")
+    gives_applied(sku.sku_id)
+    payload = OutboxMessage.objects.get(op_id=f"{oid}:release").payload
+    ids = [publish_give(payload), publish_give(payload)]
+    # both redeliveries ran and found the give applied already (return value 0)
+    wait_until(lambda: all(f"stock_give_task[{i}] succeeded" in worker.log_text() for i in ids),
+               what="both redeliveries handled", timeout=15)
+    for i in ids:
+        line = next(ln for ln in worker.log_text().splitlines() if f"stock_give_task[{i}] succeeded" in ln)
+        assert line.rstrip().endswith(": 0"), line
+    settled(sku.sku_id)
+    row = assert_balanced(sku.sku_id)
+    assert row.available_stock == 2
+
+
+def test_pay_cancel_and_expiry_race_with_one_winner_each(make_sku, make_buyers, worker, live_db):
+    """Hundreds of orders; payers, cancellers and expiry sweepers all at once."""
+    from inventory import services as inv
+    from inventory.services import Reservation
+    from inventory.tasks import publish_confirms
+
+    n = 200
+    sku = make_sku(stock=n, per_user_limit=1)
+    buyers = make_buyers(n)
+    reservations = []
+    for user, _ in buyers:
+        oid = uuid.uuid4().hex
+        assert redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k",
+                                   order_id=oid).code == redis_store.OK
+        reservations.append(Reservation(oid, sku.sku_id, user.pk, 1, "k", 0))
+    publish_confirms(reservations)
+    wait_until(lambda: Order.objects.filter(sku_id=sku.sku_id, status="PENDING_PAYMENT").count() == n,
+               what="all confirmed", timeout=30)
+    # half of them expire while the payers and cancellers are at work
+    ids = [r.order_id for r in reservations]
+    Order.objects.filter(pk__in=ids[: n // 2]).update(expires_at=timezone.now() + timedelta(milliseconds=300))
+    owner = {r.order_id: r.user_id for r in reservations}
+    results: dict[str, list[str]] = {oid: [] for oid in ids}
+    lock = threading.Lock()
+
+    def actor(kind: str, seed: int):
+        rnd = random.Random(seed)
+        order = ids[:]
+        rnd.shuffle(order)
+        try:
+            for oid in order:
+                try:
+                    if kind == "pay":
+                        services.order_pay(user_id=owner[oid], order_id=oid)
+                    else:
+                        services.order_cancel(user_id=owner[oid], order_id=oid)
+                    outcome = kind
+                except Exception as exc:  # a clear refusal
+                    outcome = getattr(exc, "code", repr(exc))
+                with lock:
+                    results[oid].append(outcome)
+        finally:
+            connection.close()
+
+    def sweeper():
+        try:
+            for _ in range(20):
+                services.orders_expire(limit=50)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=actor, args=(k, i)) for i, k in enumerate(["pay", "cancel", "pay", "cancel"])]
+    threads += [threading.Thread(target=sweeper) for _ in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    services.orders_expire()
+    assert all(set(v) <= {"pay", "cancel", "not_payable", "not_cancellable"} for v in results.values()), results
+    final = dict(Order.objects.filter(pk__in=ids).values_list("order_id", "status"))
+    assert set(final.values()) <= {"PAID", "CANCELLED", "EXPIRED"}
+    gives_applied(sku.sku_id)
+    settled(sku.sku_id)
+    row = assert_balanced(sku.sku_id)
+    paid = sum(1 for s in final.values() if s == "PAID")
+    assert row.sold_stock == paid and row.locked_stock == 0 and row.available_stock == n - paid
+    for oid, status in final.items():
+        logs = dict(InventoryLog.objects.filter(order_id=oid).values_list("operation", "status"))
+        assert logs == ({"DECR": "success"} if status == "PAID" else {"DECR": "fail", "INCR": "success"}), (oid, logs)
+    assert inv.outbox_relay(older_than_s=0) == 0
