@@ -177,13 +177,15 @@ def cpu_delta(before: dict[str, float]) -> str:
 
 # --- load ----------------------------------------------------------------------------
 
-def order_requests(path: str, tokens: list[str], sku_id: str):
+def order_requests(path: str, tokens: list[str], sku_id: str, used: dict[int, str] | None = None):
     body = json.dumps({"sku_id": sku_id, "quantity": 1}).encode()
     rnd = random.Random(7)
 
     def make(i: int):
-        return ("POST", path, {"Authorization": f"Token {rnd.choice(tokens)}",
-                               "Content-Type": "application/json",
+        token = rnd.choice(tokens)
+        if used is not None:
+            used[i] = token
+        return ("POST", path, {"Authorization": f"Token {token}", "Content-Type": "application/json",
                                "Idempotency-Key": f"{sku_id}-{i}"}, body)
 
     return make
@@ -217,7 +219,7 @@ class ConfirmWatch(threading.Thread):
 
 
 def sale(port: int, path: str, tokens: list[str], sku_id: str, stock: int, *, after_s: float,
-         concurrency: int, total: int | None = None):
+         concurrency: int, total: int | None = None, used: dict[int, str] | None = None):
     """Drive a sale until `after_s` past sell-out (or `total` requests)."""
     watch = ConfirmWatch(sku_id, stock)
     watch.start()
@@ -229,11 +231,57 @@ def sale(port: int, path: str, tokens: list[str], sku_id: str, stock: int, *, af
         return bool(first_sold_out) and time.perf_counter() - first_sold_out[0] > after_s
 
     results = loadgen.run(host=HOST, port=port, concurrency=concurrency,
-                          make_request=order_requests(path, tokens, sku_id),
+                          make_request=order_requests(path, tokens, sku_id, used),
                           total_requests=total, stop_when=None if total else stop_when, timeout_s=30)
     watch.join(timeout=60)
     watch.stop_flag = True
     return results, watch.done_at
+
+
+def order_life(port: int, results, used: dict[int, str], *, concurrency: int) -> dict:
+    """Pay most accepted orders, cancel some and let the rest expire; then the balance."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from orders import services as order_services
+    from orders.models import Order
+
+    owned = [(json.loads(r.body)["order_id"], used[r.index]) for r in results if r.status == 202]
+    random.Random(11).shuffle(owned)
+    n = len(owned)
+    pay, cancel, expire = owned[: n * 8 // 10], owned[n * 8 // 10: n * 9 // 10], owned[n * 9 // 10:]
+    jobs = [("pay", o, t) for o, t in pay] + [("cancel", o, t) for o, t in cancel]
+
+    def make(i: int):
+        kind, order_id, token = jobs[i]
+        return ("POST", f"/api/v1/orders/{order_id}/{kind}", {"Authorization": f"Token {token}"}, b"")
+
+    t0 = time.perf_counter()
+    res = loadgen.run(host=HOST, port=port, concurrency=concurrency, make_request=make, total_requests=len(jobs))
+    say("    " + loadgen.format_summary("pay + cancel", loadgen.summarize(res)))
+    Order.objects.filter(pk__in=[o for o, _ in expire]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    expired = 0
+    while True:  # what the beat sweep does every few seconds
+        n_exp = order_services.orders_expire(limit=200)
+        expired += n_exp
+        if not n_exp:
+            break
+    bad = sum(1 for r in res if r.status != 200)
+    return {"paid": len(pay), "cancelled": len(cancel), "expired": expired, "refused": bad,
+            "seconds": time.perf_counter() - t0}
+
+
+def wait_gives(sku_ids: list[str], timeout: float = 60) -> bool:
+    from inventory.models import InventoryLog, OutboxMessage
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not InventoryLog.objects.filter(sku_id__in=sku_ids, operation="INCR", status="pending").exists() \
+                and not OutboxMessage.objects.filter(sku_id__in=sku_ids, sent_at__isnull=True).exists():
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def split(results):
@@ -248,25 +296,35 @@ def split(results):
 
 # --- verdict ------------------------------------------------------------------------------
 
-def check_sku(sku_id: str, stock: int, accepted: set[str], *, gate: bool) -> dict:
+def check_sku(sku_id: str, stock: int, accepted: set[str], *, gate: bool, life: dict | None = None) -> dict:
+    """Every unit and order of the SKU in both stores. With `life`, after pay /
+    cancel / expiry: sold = paid, available = given back, Redis = MySQL."""
     from inventory import redis_store
     from inventory.models import InventoryLog, Sku
     from orders.models import Order
 
     sku = Sku.objects.get(pk=sku_id)
     live = redis_store.live_stock(sku_id=sku_id) if gate else None
-    orders = Order.objects.filter(sku_id=sku_id, status=Order.Status.PENDING_PAYMENT)
+    orders = Order.objects.filter(sku_id=sku_id).exclude(status=Order.Status.FAILED)
     mysql_ids = set(orders.values_list("order_id", flat=True))
-    units = sum(orders.values_list("quantity", flat=True))
-    logs = InventoryLog.objects.filter(sku_id=sku_id, operation="DECR", status="pending").count()
+    by_status = {s: orders.filter(status=s).count() for s in ("PENDING_PAYMENT", "PAID", "CANCELLED", "EXPIRED")}
+    held = sum(orders.filter(status__in=["PENDING_PAYMENT", "PAID"]).values_list("quantity", flat=True))
+    decr = InventoryLog.objects.filter(sku_id=sku_id, operation="DECR").count()
     balanced = sku.total_stock == sku.available_stock + sku.frozen_stock + sku.locked_stock + sku.sold_stock
+    returned = by_status["CANCELLED"] + by_status["EXPIRED"]
+    ok = (balanced and len(mysql_ids) == stock and accepted == mysql_ids and decr == len(mysql_ids)
+          and sku.available_stock == returned and sku.locked_stock == by_status["PENDING_PAYMENT"]
+          and sku.sold_stock == by_status["PAID"]
+          and (live is None or (live.available == sku.available_stock and live.inflight == 0)))
+    if life is not None:
+        ok = ok and by_status["PAID"] == life["paid"] and returned == life["cancelled"] + life["expired"]
     return {
-        "sku": sku_id, "stock": stock, "mysql_available": sku.available_stock, "locked": sku.locked_stock,
-        "orders": len(mysql_ids), "log_rows": logs, "balanced": balanced,
-        "redis_available": live.available if live else None, "in_flight": live.inflight if live else 0,
-        "oversold": max(0, units - stock), "lost": len(accepted - mysql_ids), "phantom": len(mysql_ids - accepted),
-        "ok": balanced and units == stock and sku.available_stock == 0 and accepted == mysql_ids
-        and logs == len(mysql_ids) and (live is None or (live.available == 0 and live.inflight == 0)),
+        "sku": sku_id, "stock": stock, "total": sku.total_stock, "available": sku.available_stock,
+        "locked": sku.locked_stock, "sold": sku.sold_stock, "redis_available": live.available if live else None,
+        "in_flight": live.inflight if live else 0, "orders": len(mysql_ids),
+        **{k.lower(): v for k, v in by_status.items()}, "log_rows": decr, "balanced": balanced,
+        "oversold": max(0, held + returned - stock), "lost": len(accepted - mysql_ids),
+        "phantom": len(mysql_ids - accepted), "ok": ok,
     }
 
 
@@ -317,7 +375,9 @@ def main() -> int:
         sku = new_sku(sell_stock)
         before = web_statements()
         cpu0 = cpu_seconds()
-        results, confirmed_at = sale(port, "/api/v1/orders", tokens, sku, sell_stock, after_s=phase_s, concurrency=c)
+        used: dict[int, str] = {}
+        results, confirmed_at = sale(port, "/api/v1/orders", tokens, sku, sell_stock, after_s=phase_s,
+                                     concurrency=c, used=used)
         statements = web_statements() - before
         selling, after, last_ok = split(results)
         accepted = accepted_ids(results)
@@ -327,7 +387,12 @@ def main() -> int:
         say(f"    accepted {len(accepted)}; all confirmed in MySQL {lag:.2f} s after the last acceptance")
         say(f"    MySQL statements by the web processes: {statements} for {len(results)} requests")
         say(f"    CPU used during the phase: {cpu_delta(cpu0)}")
-        checks.append(check_sku(sku, sell_stock, accepted, gate=True))
+        say("\n[2b] after the sale: pay 80 %, cancel 10 %, let 10 % expire")
+        life = order_life(port, results, used, concurrency=c)
+        gives_done = wait_gives([sku])
+        say(f"    paid {life['paid']}, cancelled {life['cancelled']}, expired {life['expired']}, "
+            f"refused {life['refused']}; all gives applied in Redis: {gives_done}")
+        checks.append(check_sku(sku, sell_stock, accepted, gate=True, life=life))
         summary.update(
             soldout_ratio=after["rps"] / base["rps"], selling_ratio=selling["rps"] / base["rps"],
             soldout_p99_ratio=after["p99_ms"] / base["p99_ms"] if base["p99_ms"] else 0,
@@ -376,7 +441,7 @@ def main() -> int:
         web.stop()
         worker.stop()
 
-    say("\n[5] consistency")
+    say("\n[5] consistency: final balance per SKU")
     for ch in checks:
         say("    " + " ".join(f"{k}={v}" for k, v in ch.items()))
     oversold = sum(ch["oversold"] for ch in checks)
