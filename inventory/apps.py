@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class InventoryConfig(AppConfig):
@@ -7,3 +8,6 @@ class InventoryConfig(AppConfig):
 
     def ready(self) -> None:
         from . import signals  # noqa: F401  (token cache invalidation)
+        from .permissions import ensure_groups
+
+        post_migrate.connect(ensure_groups, dispatch_uid="seckill-groups")

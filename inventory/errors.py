@@ -66,3 +66,7 @@ class StockRefused(DomainError):
     """MySQL refused a take: its conditional UPDATE found too little stock."""
 
     code, http_status, message = "insufficient_stock", 409, "Not enough stock in MySQL."
+
+
+class StockActionRefused(DomainError):
+    code, http_status, message = "stock_action_refused", 409, "The stock action was refused."

@@ -32,6 +32,7 @@ class Sku(models.Model):
     class Meta:
         ordering = ["sku_id"]
         verbose_name = "SKU"
+        permissions = [("move_stock", "Can freeze, unfreeze, restock, write off and rebuild stock")]
         constraints = [
             models.CheckConstraint(
                 condition=Q(total_stock=F("available_stock") + F("frozen_stock") + F("locked_stock") + F("sold_stock")),

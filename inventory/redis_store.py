@@ -166,10 +166,31 @@ def settle(*, sku_id: str, confirmed: list[str], failed: list[str], given_back: 
 GIVE_APPLIED, GIVE_ALREADY, GIVE_NOT_WARM = 1, 0, -1
 
 
-def give(*, sku_id: str, op_id: str, quantity: int, user_id: int | None) -> int:
+def give(*, sku_id: str, op_id: str, quantity: int, user_id: int | None = None,
+         total_delta: int = 0, frozen_delta: int = 0) -> int:
     k = sku_keys(sku_id)
     return int(_script("give")(keys=[k.stock, k.buyers, k.applied],
-                               args=[op_id, quantity, "" if user_id is None else user_id]))
+                               args=[op_id, quantity, "" if user_id is None else user_id,
+                                     total_delta, frozen_delta]))
+
+
+FREEZE_TAKEN, FREEZE_REFUSED, FREEZE_ALREADY, FREEZE_NOT_WARM = 1, 0, 2, -1
+
+
+def freeze(*, sku_id: str, op_id: str, quantity: int) -> int:
+    k = sku_keys(sku_id)
+    return int(_script("freeze")(keys=[k.stock, k.applied], args=[op_id, quantity]))
+
+
+def snapshot_drop_if_idle(*, sku_id: str) -> bool:
+    k = sku_keys(sku_id)
+    return bool(_script("rebuild")(keys=[k.stock, k.inflight, k.buyers, k.idem, k.applied], args=[]))
+
+
+def meta_update(*, sku_id: str, per_user_limit: int, starts_ms: int, ends_ms: int, status: str,
+                version: int) -> bool:
+    return bool(_script("meta")(keys=[sku_keys(sku_id).stock],
+                                args=[per_user_limit, starts_ms, ends_ms, status, version]))
 
 
 def inflight_entries(*, sku_id: str) -> list[InFlight]:

@@ -14,7 +14,7 @@ from inventory.models import OutboxMessage, Sku
 GIVE_MEMORY_DAYS = 7
 
 
-def _ms(dt: datetime | None) -> int:
+def epoch_ms(dt: datetime | None) -> int:
     return int(dt.timestamp() * 1000) if dt else 0
 
 
@@ -58,8 +58,8 @@ def sku_snapshot(*, sku: Sku) -> redis_store.Snapshot:
         frozen=sku.frozen_stock,
         version=sku.version,
         per_user_limit=sku.per_user_limit,
-        starts_ms=_ms(sku.sale_starts_at),
-        ends_ms=_ms(sku.sale_ends_at),
+        starts_ms=epoch_ms(sku.sale_starts_at),
+        ends_ms=epoch_ms(sku.sale_ends_at),
         status=sku.status,
         buyers={row["user_id"]: row["units"] for row in held if row["units"]},
         idempotency={f"{u}:{k}": f"{oid}|{q}" for u, k, oid, q in keyed},
@@ -76,3 +76,30 @@ class SkuView:
 def sku_views(*, skus: list[Sku]) -> list[SkuView]:
     live = redis_store.live_stock_many(sku_ids=[s.sku_id for s in skus]) if skus else {}
     return [SkuView(sku=s, live=live.get(s.sku_id)) for s in skus]
+
+
+@dataclass(frozen=True)
+class DashboardRow:
+    sku: Sku
+    live: redis_store.LiveStock | None
+    orders_by_status: dict[str, int]
+
+    @property
+    def drift(self) -> int | None:
+        """Redis available minus what MySQL implies (MySQL available minus in flight)."""
+        if self.live is None:
+            return None
+        return self.live.available - (self.sku.available_stock - self.live.inflight)
+
+
+def dashboard_rows() -> list[DashboardRow]:
+    from django.db.models import Count
+
+    from orders.models import Order
+
+    skus = list(Sku.objects.exclude(status=Sku.Status.ENDED).order_by("sku_id"))
+    counts: dict[str, dict[str, int]] = {}
+    for row in Order.objects.filter(sku__in=skus).values("sku_id", "status").annotate(n=Count("pk")):
+        counts.setdefault(row["sku_id"], {})[row["status"]] = row["n"]
+    live = redis_store.live_stock_many(sku_ids=[s.sku_id for s in skus]) if skus else {}
+    return [DashboardRow(s, live.get(s.sku_id), counts.get(s.sku_id, {})) for s in skus]

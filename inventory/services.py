@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone as dt_timezone
 from decimal import Decimal
@@ -15,6 +16,7 @@ from django.db.models import F, Sum
 from django.utils import timezone
 
 from inventory import redis_store, selectors
+from inventory.errors import InvalidInput, SkuNotFound, StockActionRefused, StockRefused, Unavailable
 from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, OutboxMessage, Sku
 
 logger = logging.getLogger(__name__)
@@ -56,8 +58,9 @@ def sku_create(
     ends_at: datetime | None = None,
     actor: str = "",
 ) -> Sku:
-    """Create a SKU on sale (from now unless told otherwise) and warm its snapshot."""
-    with transaction.atomic(durable=True):
+    """Create a SKU on sale (from now unless told otherwise) and warm its snapshot
+    once the row is committed (the admin calls this inside its own transaction)."""
+    with transaction.atomic():
         sku = Sku.objects.create(
             sku_id=sku_id,
             name=name or sku_id,
@@ -73,8 +76,7 @@ def sku_create(
                 sku=sku, operation=InventoryLog.Operation.RESTOCK, quantity=stock,
                 status=InventoryLog.Status.SUCCESS, reason="initial stock", actor=actor,
             )
-    redis_store.clear_missing(sku_id=sku_id)
-    stock_warm(sku_id=sku_id)
+        transaction.on_commit(lambda: (redis_store.clear_missing(sku_id=sku_id), stock_warm(sku_id=sku_id)))
     return sku
 
 
@@ -313,16 +315,19 @@ def _confirm_batch_in_mysql(*, sku_id: str, batch: list[Reservation]) -> tuple[l
 # --- Gives: MySQL first, then Redis through the outbox -------------------------
 
 def stock_give_record(*, sku_id: str, quantity: int, op_id: str, user_id: int | None = None,
-                      order_id: str | None = None, reason: str, actor: str) -> OutboxMessage:
+                      order_id: str | None = None, reason: str, actor: str,
+                      operation: str = InventoryLog.Operation.INCR, total_delta: int = 0,
+                      frozen_delta: int = 0, log_quantity: int | None = None) -> OutboxMessage:
     """Inside the caller's transaction (which already moved the MySQL buckets):
-    the INCR log row and the outbox message that will give the units to Redis."""
+    the log row and the outbox message that will apply the move to Redis."""
     InventoryLog.objects.create(
-        sku_id=sku_id, operation=InventoryLog.Operation.INCR, quantity=quantity, order_id=order_id,
-        op_id=op_id, status=InventoryLog.Status.PENDING, reason=reason, actor=actor,
+        sku_id=sku_id, operation=operation, quantity=quantity if log_quantity is None else log_quantity,
+        order_id=order_id, op_id=op_id, status=InventoryLog.Status.PENDING, reason=reason, actor=actor,
     )
     message = OutboxMessage.objects.create(
         topic=OutboxMessage.Topic.STOCK_GIVE, sku_id=sku_id, op_id=op_id,
-        payload={"sku_id": sku_id, "op_id": op_id, "quantity": quantity, "user_id": user_id},
+        payload={"sku_id": sku_id, "op_id": op_id, "quantity": quantity, "user_id": user_id,
+                 "total_delta": total_delta, "frozen_delta": frozen_delta},
     )
     transaction.on_commit(lambda: outbox_relay(ids=[message.pk]))
     return message
@@ -361,11 +366,13 @@ def outbox_relay(*, ids: list[int] | None = None, older_than_s: float = 0, limit
     return sent
 
 
-def stock_give_apply(*, sku_id: str, op_id: str, quantity: int, user_id: int | None) -> int:
+def stock_give_apply(*, sku_id: str, op_id: str, quantity: int, user_id: int | None,
+                     total_delta: int = 0, frozen_delta: int = 0) -> int:
     """The Redis half of a give, then its log row becomes success. Idempotent."""
-    outcome = redis_store.give(sku_id=sku_id, op_id=op_id, quantity=quantity, user_id=user_id)
-    InventoryLog.objects.filter(op_id=op_id, operation=InventoryLog.Operation.INCR,
-                                status=InventoryLog.Status.PENDING).update(status=InventoryLog.Status.SUCCESS)
+    outcome = redis_store.give(sku_id=sku_id, op_id=op_id, quantity=quantity, user_id=user_id,
+                               total_delta=total_delta, frozen_delta=frozen_delta)
+    InventoryLog.objects.filter(op_id=op_id, status=InventoryLog.Status.PENDING).exclude(
+        operation=InventoryLog.Operation.DECR).update(status=InventoryLog.Status.SUCCESS)
     return outcome
 
 
@@ -394,3 +401,125 @@ def dead_letters_collect(*, limit: int = 500) -> int:
             message.ack()
             moved += 1
     return moved
+
+
+# --- Ops stock actions -----------------------------------------------------------
+
+def _positive(quantity: int) -> None:
+    if not isinstance(quantity, int) or isinstance(quantity, bool) or quantity < 1:
+        raise InvalidInput("The quantity must be a whole number of 1 or more.")
+
+
+def stock_freeze(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
+    """Take `quantity` units out of sale. A take: Redis first (refused if Redis
+    has fewer available), then MySQL's conditional UPDATE; if MySQL refuses,
+    the Redis take is undone and the refusal logged."""
+    _positive(quantity)
+    if not stock_warm(sku_id=sku_id):
+        raise SkuNotFound(sku_id=sku_id)
+    op_id = f"freeze:{uuid.uuid4().hex}"
+    outcome = redis_store.freeze(sku_id=sku_id, op_id=op_id, quantity=quantity)
+    if outcome == redis_store.FREEZE_REFUSED:
+        live = redis_store.live_stock(sku_id=sku_id)
+        raise StockActionRefused(f"Only {live.available if live else 0} unit(s) are available in Redis; "
+                                 f"nothing was frozen.")
+    if outcome == redis_store.FREEZE_NOT_WARM:
+        raise Unavailable("Redis has no snapshot of this SKU right now; try again.")
+
+    def take() -> None:
+        with transaction.atomic(durable=True):
+            skus_lock(sku_ids=[sku_id])
+            moved = Sku.objects.filter(pk=sku_id, available_stock__gte=quantity).update(
+                available_stock=F("available_stock") - quantity, frozen_stock=F("frozen_stock") + quantity,
+                updated_at=timezone.now())
+            if moved != 1:
+                raise StockRefused()
+            InventoryLog.objects.create(sku_id=sku_id, operation=InventoryLog.Operation.FREEZE, quantity=quantity,
+                                        op_id=op_id, status=InventoryLog.Status.SUCCESS, reason=reason, actor=actor)
+
+    try:
+        with_mysql_retry(take)
+    except Exception as exc:
+        # Give the Redis take back (idempotent by its own op id), then report.
+        redis_store.give(sku_id=sku_id, op_id=f"{op_id}:undo", quantity=quantity, frozen_delta=-quantity)
+        if isinstance(exc, StockRefused):
+            InventoryLog.objects.create(sku_id=sku_id, operation=InventoryLog.Operation.FREEZE, quantity=quantity,
+                                        op_id=op_id, status=InventoryLog.Status.FAIL, actor=actor,
+                                        reason=f"refused by MySQL (fewer available there): {reason}"[:255])
+            raise StockActionRefused("MySQL has fewer units available than Redis; nothing was frozen.") from exc
+        raise
+    return op_id
+
+
+def _give_move(*, sku_id: str, operation: str, quantity: int, reason: str, actor: str,
+               condition: dict, changes: dict, redis_available: int, total_delta: int = 0,
+               frozen_delta: int = 0, refusal: str) -> str:
+    """A give: one MySQL transaction moves the buckets and writes the outbox row."""
+    _positive(quantity)
+    op_id = f"{operation.lower()}:{uuid.uuid4().hex}"
+
+    def move() -> None:
+        with transaction.atomic(durable=True):
+            if not skus_lock(sku_ids=[sku_id]):
+                raise SkuNotFound(sku_id=sku_id)
+            moved = Sku.objects.filter(pk=sku_id, **condition).update(**changes, updated_at=timezone.now())
+            if moved != 1:
+                raise StockActionRefused(refusal)
+            stock_give_record(sku_id=sku_id, quantity=redis_available, op_id=op_id, reason=reason, actor=actor,
+                              operation=operation, total_delta=total_delta, frozen_delta=frozen_delta,
+                              log_quantity=quantity)
+
+    with_mysql_retry(move)
+    return op_id
+
+
+def stock_unfreeze(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
+    return _give_move(
+        sku_id=sku_id, operation=InventoryLog.Operation.UNFREEZE, quantity=quantity, reason=reason, actor=actor,
+        condition={"frozen_stock__gte": quantity},
+        changes={"frozen_stock": F("frozen_stock") - quantity, "available_stock": F("available_stock") + quantity},
+        redis_available=quantity, frozen_delta=-quantity,
+        refusal=f"Fewer than {quantity} unit(s) are frozen; nothing was unfrozen.")
+
+
+def stock_restock(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
+    return _give_move(
+        sku_id=sku_id, operation=InventoryLog.Operation.RESTOCK, quantity=quantity, reason=reason, actor=actor,
+        condition={},
+        changes={"total_stock": F("total_stock") + quantity, "available_stock": F("available_stock") + quantity},
+        redis_available=quantity, total_delta=quantity, refusal="Restock refused.")
+
+
+def stock_write_off(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
+    return _give_move(
+        sku_id=sku_id, operation=InventoryLog.Operation.WRITE_OFF, quantity=quantity, reason=reason, actor=actor,
+        condition={"frozen_stock__gte": quantity},
+        changes={"frozen_stock": F("frozen_stock") - quantity, "total_stock": F("total_stock") - quantity},
+        redis_available=0, total_delta=-quantity, frozen_delta=-quantity,
+        refusal=f"Fewer than {quantity} unit(s) are frozen; nothing was written off.")
+
+
+def snapshot_rebuild(*, sku_id: str, actor: str) -> None:
+    """Reload the Redis snapshot from MySQL; refused while reservations are in flight."""
+    if selectors.sku_get(sku_id=sku_id) is None:
+        raise SkuNotFound(sku_id=sku_id)
+    token = redis_store.warm_lock_acquire(sku_id=sku_id)
+    if token is None:
+        raise StockActionRefused("A warm-up of this SKU is running; try again.")
+    try:
+        if not redis_store.snapshot_drop_if_idle(sku_id=sku_id):
+            raise StockActionRefused("Reservations are in flight; rebuild refused (try after the confirms).")
+    finally:
+        redis_store.warm_lock_release(sku_id=sku_id, token=token)
+    stock_warm(sku_id=sku_id)
+    logger.warning("snapshot of %s rebuilt by %s", sku_id, actor)
+
+
+def sku_sale_data_changed(*, sku: Sku) -> None:
+    """After an ops edit of sale data: bump the version and, once committed,
+    update Redis in place (sale data only; stock moves by deltas)."""
+    Sku.objects.filter(pk=sku.sku_id).update(version=F("version") + 1)
+    sku.refresh_from_db(fields=["version"])
+    transaction.on_commit(lambda: redis_store.meta_update(
+        sku_id=sku.sku_id, per_user_limit=sku.per_user_limit, starts_ms=selectors.epoch_ms(sku.sale_starts_at),
+        ends_ms=selectors.epoch_ms(sku.sale_ends_at), status=sku.status, version=sku.version))

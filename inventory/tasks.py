@@ -84,7 +84,8 @@ def stock_give_task(payload: dict, signature: str) -> int:
     body = signing.verify(payload, signature)
     return with_store_retry(lambda: services.stock_give_apply(
         sku_id=body["sku_id"], op_id=body["op_id"], quantity=int(body["quantity"]),
-        user_id=body.get("user_id")))
+        user_id=body.get("user_id"), total_delta=int(body.get("total_delta", 0)),
+        frozen_delta=int(body.get("frozen_delta", 0))))
 
 
 def publish_give(payload: dict) -> str:

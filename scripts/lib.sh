@@ -69,6 +69,12 @@ ensure_rabbitmq() {
   fi
 }
 
+ensure_browser() {  # headless Chromium and its driver, for the browser tests
+  if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    log "installing Chromium and ChromeDriver"; apt_install chromium chromium-driver
+  fi
+}
+
 ensure_services() {
   ensure_mariadb
   ensure_redis

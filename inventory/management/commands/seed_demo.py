@@ -30,6 +30,14 @@ class Command(BaseCommand):
         else:
             self.stdout.write(f"admin user {username} exists (password unchanged)")
 
+        from django.contrib.auth.models import Group
+
+        for name in ("ops", "support"):
+            if not User.objects.filter(username=name).exists():
+                user = User.objects.create_user(username=name, password=name, is_staff=True)
+                user.groups.add(Group.objects.get(name=name))
+                self.stdout.write(f"{name} user: {name} / {name} (group {name})")
+
         buyer, _ = User.objects.get_or_create(username="demo-buyer")
         token, _ = Token.objects.get_or_create(user=buyer)
         self.stdout.write(f"demo buyer token: {token.key}")

@@ -1,0 +1,37 @@
+"""The admin's two groups, kept after every `migrate`.
+
+ops: everything support sees, plus SKU create/edit, the stock actions and the
+beat schedule. support: read-only. Only staff users in one of them (or
+superusers) reach the admin.
+"""
+from __future__ import annotations
+
+VIEW_MODELS = [
+    ("inventory", "sku"), ("inventory", "inventorylog"), ("inventory", "consumerdedup"),
+    ("inventory", "deadletter"), ("inventory", "outboxmessage"), ("orders", "order"),
+    ("django_celery_beat", "periodictask"), ("django_celery_beat", "intervalschedule"),
+    ("django_celery_beat", "crontabschedule"), ("admin", "logentry"),
+]
+OPS_EXTRA = [
+    ("inventory", "add_sku"), ("inventory", "change_sku"), ("inventory", "move_stock"),
+    ("django_celery_beat", "change_periodictask"), ("django_celery_beat", "add_intervalschedule"),
+    ("django_celery_beat", "change_intervalschedule"),
+]
+
+
+def ensure_groups(**_kwargs) -> None:
+    from django.contrib.auth.models import Group, Permission
+
+    def perms(pairs):
+        out = []
+        for app, codename in pairs:
+            p = Permission.objects.filter(content_type__app_label=app, codename=codename).first()
+            if p is not None:
+                out.append(p)
+        return out
+
+    view = perms([(app, f"view_{model}") for app, model in VIEW_MODELS])
+    support, _ = Group.objects.get_or_create(name="support")
+    support.permissions.set(view)
+    ops, _ = Group.objects.get_or_create(name="ops")
+    ops.permissions.set(view + perms(OPS_EXTRA))
