@@ -11,6 +11,7 @@ VIEW_MODELS = [
     ("inventory", "deadletter"), ("inventory", "outboxmessage"), ("orders", "order"),
     ("django_celery_beat", "periodictask"), ("django_celery_beat", "intervalschedule"),
     ("django_celery_beat", "crontabschedule"), ("admin", "logentry"),
+    ("reconciliation", "reconciliationrun"), ("reconciliation", "skureconciliation"),
 ]
 OPS_EXTRA = [
     ("inventory", "add_sku"), ("inventory", "change_sku"), ("inventory", "move_stock"),

@@ -187,6 +187,27 @@ def snapshot_drop_if_idle(*, sku_id: str) -> bool:
     return bool(_script("rebuild")(keys=[k.stock, k.inflight, k.buyers, k.idem, k.applied], args=[]))
 
 
+@dataclass(frozen=True)
+class Observation:
+    available: int | None  # None: no snapshot
+    inflight: list[InFlight]
+    applied: dict[str, bool]
+
+
+def observe(*, sku_id: str, give_ids: list[str]) -> Observation:
+    k = sku_keys(sku_id)
+    avail, flat, flags = _script("observe")(keys=[k.stock, k.inflight, k.applied], args=give_ids)
+    entries = [parse_inflight(_s(flat[i]), flat[i + 1]) for i in range(0, len(flat), 2)]
+    return Observation(None if avail is None else int(avail), entries,
+                       {g: bool(f) for g, f in zip(give_ids, flags)})
+
+
+def adjust_available(*, sku_id: str, repair_id: str, delta: int) -> int | None:
+    k = sku_keys(sku_id)
+    out = _script("adjust")(keys=[k.stock, k.applied], args=[repair_id, delta])
+    return None if out is None else int(out)
+
+
 def meta_update(*, sku_id: str, per_user_limit: int, starts_ms: int, ends_ms: int, status: str,
                 version: int) -> bool:
     return bool(_script("meta")(keys=[sku_keys(sku_id).stock],

@@ -1,1 +1,86 @@
-"""Reconciliation runs and their findings (filled in by the reconciliation work)."""
+"""Reconciliation runs, one row per SKU per run, and the findings with their repairs."""
+from __future__ import annotations
+
+from django.db import models
+
+
+class ReconciliationRun(models.Model):
+    class Trigger(models.TextChoices):
+        BEAT = "beat", "Scheduled"
+        COMMAND = "command", "manage.py reconcile"
+        ADMIN = "admin", "Admin button"
+
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    skus_checked = models.PositiveIntegerField(default=0)
+    skus_drifting = models.PositiveIntegerField(default=0)
+    repairs = models.PositiveIntegerField(default=0)
+    orphans = models.PositiveIntegerField(default=0)
+    alerts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["started_at"], name="recon_run_time")]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.trigger}) {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class SkuReconciliation(models.Model):
+    """Both stores' figures for one SKU in one run.
+
+    Expected relation: redis_available = mysql_available - in_flight - gives_unapplied,
+    where in_flight counts reservations Redis holds that MySQL has not confirmed,
+    and gives_unapplied the units MySQL gave back that Redis has not received yet.
+    """
+
+    class State(models.TextChoices):
+        OK = "ok", "In agreement"
+        DRIFT = "drift", "Drift seen once (waiting for a second look)"
+        REPAIRED = "repaired", "Repaired"
+        ALERT = "alert", "Alert for ops"
+        REBUILT = "rebuilt", "Snapshot rebuilt"
+
+    run = models.ForeignKey(ReconciliationRun, on_delete=models.CASCADE, related_name="rows")
+    sku = models.ForeignKey("inventory.Sku", on_delete=models.PROTECT, related_name="reconciliations")
+    redis_available = models.BigIntegerField(null=True)
+    mysql_available = models.BigIntegerField()
+    mysql_total = models.BigIntegerField()
+    mysql_frozen = models.BigIntegerField()
+    mysql_locked = models.BigIntegerField()
+    mysql_sold = models.BigIntegerField()
+    in_flight = models.BigIntegerField(default=0)
+    gives_unapplied = models.BigIntegerField(default=0)
+    expected_redis = models.BigIntegerField()
+    drift = models.BigIntegerField(default=0)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.OK)
+
+    class Meta:
+        ordering = ["sku_id"]
+        indexes = [models.Index(fields=["sku", "run"], name="recon_sku_run")]
+
+
+class Finding(models.Model):
+    class Kind(models.TextChoices):
+        ORPHAN_REPUBLISHED = "orphan_republished", "Orphan reservation: confirm published again"
+        INFLIGHT_SETTLED = "inflight_settled", "Confirmed order still in flight: settled"
+        OUTBOX_RESENT = "outbox_resent", "Stale outbox message: sent again"
+        DRIFT_LOWERED = "drift_lowered", "Redis above MySQL: lowered"
+        DRIFT_RAISED = "drift_raised", "Redis below MySQL, stable: raised"
+        DRIFT_ALERT = "drift_alert", "Drift that cannot be repaired safely"
+        SNAPSHOT_REBUILT = "snapshot_rebuilt", "Redis had lost the SKU: snapshot rebuilt"
+        DEAD_LETTERS = "dead_letters", "Dead letters waiting for ops"
+
+    run = models.ForeignKey(ReconciliationRun, on_delete=models.CASCADE, related_name="findings")
+    sku = models.ForeignKey("inventory.Sku", on_delete=models.PROTECT, null=True, blank=True)
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    redis_value = models.BigIntegerField(null=True, blank=True)
+    mysql_value = models.BigIntegerField(null=True, blank=True)
+    ids = models.TextField(blank=True, default="")
+    detail = models.CharField(max_length=255, blank=True, default="")
+    repaired = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["id"]

@@ -13,6 +13,7 @@ PERIODIC_TASKS = (
      "SECKILL_ORPHAN_SWEEP_SECONDS"),
     ("seckill: expire unpaid orders", "orders.tasks.orders_expire_task", "SECKILL_EXPIRY_SWEEP_SECONDS"),
     ("seckill: relay unsent outbox messages", "inventory.tasks.outbox_relay_task", "SECKILL_OUTBOX_SWEEP_SECONDS"),
+    ("seckill: reconcile Redis and MySQL", "reconciliation.tasks.reconcile_task", "SECKILL_RECONCILE_SECONDS"),
     ("seckill: collect dead letters", "inventory.tasks.dead_letters_collect_task", "SECKILL_DEAD_LETTER_SWEEP_SECONDS"),
 )
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from reconciliation import services
+from reconciliation.models import ReconciliationRun
 
 
 @shared_task(name="reconciliation.tasks.orphans_recover_task", acks_late=True, reject_on_worker_lost=True,
@@ -10,3 +11,9 @@ from reconciliation import services
 def orphans_recover_task() -> dict:
     sweep = services.orphans_recover()
     return {"republished": len(sweep.republished), "settled": len(sweep.settled)}
+
+
+@shared_task(name="reconciliation.tasks.reconcile_task", expires=240)
+def reconcile_task() -> dict:
+    run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.BEAT)
+    return {"run": run.pk, "repairs": run.repairs, "alerts": run.alerts}

@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/v1/", include(order_urls)),
     path("api/v1/", include(inventory_urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("reconciliation/", include("reconciliation.urls")),
 ]
 
 if settings.SECKILL_BENCH_ENDPOINTS:

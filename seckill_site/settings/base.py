@@ -155,6 +155,9 @@ SECKILL_ORPHAN_SWEEP_SECONDS = env_int("SECKILL_ORPHAN_SWEEP_SECONDS", 5)
 SECKILL_EXPIRY_SWEEP_SECONDS = env_int("SECKILL_EXPIRY_SWEEP_SECONDS", 10)
 SECKILL_OUTBOX_SWEEP_SECONDS = env_int("SECKILL_OUTBOX_SWEEP_SECONDS", 5)
 SECKILL_DEAD_LETTER_SWEEP_SECONDS = env_int("SECKILL_DEAD_LETTER_SWEEP_SECONDS", 30)
+SECKILL_RECONCILE_SECONDS = env_int("SECKILL_RECONCILE_SECONDS", 300)
+# Bearer token a monitoring system presents to /reconciliation/metrics (else: staff login).
+SECKILL_METRICS_TOKEN = os.environ.get("SECKILL_METRICS_TOKEN", "")
 # Requests per process may skip the Redis gate for this long after it said
 # "sold out" (see orders.services.order_place).
 SECKILL_SOLD_OUT_MEMO_SECONDS = float(os.environ.get("SECKILL_SOLD_OUT_MEMO_SECONDS", "0.5"))

@@ -1,0 +1,74 @@
+"""The report page and the metrics, as people and scrapers see them."""
+from __future__ import annotations
+
+import pytest
+from django.test import Client, override_settings
+
+from conftest import unique
+from inventory import redis_store
+from inventory.tests.test_admin_browser import browser, login, make_staff  # noqa: F401  (fixture)
+from reconciliation.services import reconciliation_run
+
+
+@pytest.mark.browser
+@pytest.mark.web
+def test_staff_sees_latest_run_and_drift_row_anonymous_is_refused(browser, web, make_sku, live_db):  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    sku = make_sku(stock=9, name="drifting thing")
+    redis_store.redis().hincrby(redis_store.sku_keys(sku.sku_id).stock, "available", -4)
+    run = reconciliation_run(trigger="command", observe_gap_s=0.05)
+    base = f"http://127.0.0.1:{web.port}"
+
+    browser.get(f"{base}/reconciliation/")
+    assert "/admin/login/" in browser.current_url  # anonymous: sent to log in, no report
+    assert "drift" not in browser.page_source.lower() or "Log in" in browser.page_source
+
+    user, pw = make_staff("support")
+    login(browser, base, user, pw)
+    browser.get(f"{base}/reconciliation/")
+    assert f"#{run.pk}" in browser.find_element(By.ID, "latest-run").text
+    row = browser.find_element(By.ID, f"row-{sku.sku_id}")
+    cells = [c.text for c in row.find_elements(By.TAG_NAME, "td")]
+    assert cells[1:3] == ["5", "9"] and cells[6] == "-4"
+    assert "drift" in row.find_element(By.CSS_SELECTOR, "td.drift").get_attribute("class")
+    assert browser.find_elements(By.CSS_SELECTOR, f"#series-{sku.sku_id} svg polyline")
+    browser.find_element(By.LINK_TEXT, f"#{run.pk}").click()
+    assert "Redis below MySQL" in browser.page_source or "Drift that cannot be repaired" in browser.page_source
+
+
+def test_metrics_need_a_token_or_staff(make_sku, live_db):
+    make_sku(stock=3)
+    reconciliation_run(trigger="command", observe_gap_s=0.01)
+    assert Client().get("/reconciliation/metrics").status_code == 403
+    with override_settings(SECKILL_METRICS_TOKEN="s3cret"):
+        assert Client().get("/reconciliation/metrics", HTTP_AUTHORIZATION="Bearer nope").status_code == 403
+        body = Client().get("/reconciliation/metrics", HTTP_AUTHORIZATION="Bearer s3cret").content.decode()
+    assert "seckill_reconciliation_runs_total" in body and "seckill_sku_drift{sku=" in body
+    assert "seckill_dead_letters" in body
+
+
+def test_reconcile_command_prints_a_summary(make_sku, live_db):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    sku = make_sku(stock=4)
+    out = StringIO()
+    call_command("reconcile", stdout=out)
+    assert "SKU(s) checked" in out.getvalue() and f"{sku.sku_id}: redis=4" in out.getvalue()
+
+
+def test_admin_button_runs_a_reconciliation(live_db, make_sku):
+    from django.contrib.auth import get_user_model
+
+    from reconciliation.models import ReconciliationRun
+
+    make_sku(stock=2)
+    admin = get_user_model().objects.create_superuser(username=unique("boss"), password="pw")
+    c = Client()
+    c.force_login(admin)
+    before = ReconciliationRun.objects.count()
+    r = c.post("/admin/reconciliation/reconciliationrun/run-now/")
+    assert r.status_code == 302 and ReconciliationRun.objects.count() == before + 1
+    assert c.get(r.url).status_code == 200
