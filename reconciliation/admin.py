@@ -3,6 +3,7 @@ from django.shortcuts import redirect
 from django.urls import path
 from django.utils.html import format_html
 
+from inventory.admin import ReadOnlyAdmin
 from reconciliation import services
 from reconciliation.models import Finding, ReconciliationRun, SkuReconciliation
 
@@ -35,7 +36,7 @@ class FindingInline(ReadOnlyInline):
 
 
 @admin.register(ReconciliationRun)
-class ReconciliationRunAdmin(admin.ModelAdmin):
+class ReconciliationRunAdmin(ReadOnlyAdmin):
     change_list_template = "admin/reconciliation/reconciliationrun/change_list.html"
     list_display = ("id", "trigger", "started_at", "finished_at", "skus_checked", "drifting", "repairs", "orphans",
                     "alerts")
@@ -48,15 +49,6 @@ class ReconciliationRunAdmin(admin.ModelAdmin):
     def drifting(self, obj):
         colour = "#2e7d32" if obj.skus_drifting == 0 else "#b00020"
         return format_html('<b style="color:{}">{}</b>', colour, obj.skus_drifting)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
     def get_urls(self):
         return [path("run-now/", self.admin_site.admin_view(self.run_now), name="reconciliation_run_now")] + \
@@ -73,16 +65,7 @@ class ReconciliationRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(SkuReconciliation)
-class SkuReconciliationAdmin(admin.ModelAdmin):
+class SkuReconciliationAdmin(ReadOnlyAdmin):
     list_display = ("run", "sku", "redis_available", "mysql_available", "in_flight", "expected_redis", "drift",
                     "state")
     list_filter = ("state", "sku")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
