@@ -41,6 +41,11 @@ def login(driver, base: str, username: str, password: str) -> None:
     driver.find_element(By.NAME, "username").send_keys(username)
     driver.find_element(By.NAME, "password").send_keys(password)
     driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    # the click does not wait for the login's redirect; the next get must not race it
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 15).until(lambda d: "/admin/login/" not in d.current_url
+                                    and d.execute_script("return document.readyState") == "complete")
 
 
 def make_staff(group: str) -> tuple[str, str]:
@@ -64,6 +69,9 @@ def test_ops_freezes_ten_units_and_support_is_refused(browser, web, make_sku, li
     browser.find_element(By.NAME, "quantity").send_keys("10")
     browser.find_element(By.NAME, "reason").send_keys("launch reserve")
     browser.find_element(By.CSS_SELECTOR, "#stock-action-form input[type=submit]").click()
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 15).until(lambda d: "/stock/" not in d.current_url)
     # back on the change page: the message and the new buckets, as shown
     assert "10 unit(s) of" in browser.find_element(By.CSS_SELECTOR, ".messagelist").text
     frozen = browser.find_element(By.CSS_SELECTOR, ".field-frozen_stock .readonly").text
