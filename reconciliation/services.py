@@ -109,14 +109,16 @@ def sku_measure(*, sku_id: str) -> Measure | None:
     return Measure(sku, seen.available, in_flight, unapplied)
 
 
-def reconciliation_run(*, trigger: str, observe_gap_s: float = 0.3) -> ReconciliationRun:
+def reconciliation_run(*, trigger: str, observe_gap_s: float = 0.3,
+                       sku_ids: list[str] | None = None) -> ReconciliationRun:
     """Compare, recover, repair, and record. Safe during a live sale: it repairs
     only a drift seen twice, lowers Redis at once, and raises it only when the
     previous run saw the same shortfall."""
     run = ReconciliationRun.objects.create(trigger=trigger)
     findings: list[Finding] = []
     try:
-        sweep = orphans_recover()
+        live = sku_ids if sku_ids is not None else inventory_selectors.sku_ids_live()
+        sweep = orphans_recover(sku_ids=live)
         run.orphans = len(sweep.republished)
         if sweep.republished:
             findings.append(Finding(run=run, kind=Finding.Kind.ORPHAN_REPUBLISHED, repaired=True,
@@ -127,7 +129,7 @@ def reconciliation_run(*, trigger: str, observe_gap_s: float = 0.3) -> Reconcili
                                     ids=",".join(sweep.settled)[:20000],
                                     detail=f"{len(sweep.settled)} confirmed order(s) settled in Redis"))
         findings += _resend_stale_gives(run)
-        for sku_id in inventory_selectors.sku_ids_live():
+        for sku_id in live:
             findings += _reconcile_sku(run, sku_id, observe_gap_s)
             run.skus_checked += 1
         dead = DeadLetter.objects.count()

@@ -20,7 +20,7 @@ REPAIRS = {Finding.Kind.DRIFT_LOWERED, Finding.Kind.DRIFT_RAISED}
 
 
 def run_for(sku_id):
-    run = reconciliation_run(trigger="command", observe_gap_s=0.05)
+    run = reconciliation_run(trigger="command", observe_gap_s=0.05, sku_ids=[sku_id])
     row = SkuReconciliation.objects.get(run=run, sku_id=sku_id)
     return run, row, list(run.findings.filter(sku_id=sku_id))
 
@@ -107,7 +107,7 @@ def test_reconciling_during_a_sale_makes_no_false_repair(web, worker, make_sku, 
 
         try:
             while not stop.is_set():
-                runs.append(reconciliation_run(trigger="command", observe_gap_s=0.05))
+                runs.append(reconciliation_run(trigger="command", observe_gap_s=0.05, sku_ids=[sku.sku_id]))
         finally:
             connection.close()
 
