@@ -164,10 +164,18 @@ def reservations_confirm(*, reservations: list[Reservation]) -> list[ConfirmOutc
 
 
 def reservation_batch_confirm(*, sku_id: str, own: list[Reservation]) -> ConfirmOutcome:
-    states, claimed = redis_store.claim(
-        sku_id=sku_id, order_ids=[r.order_id for r in own],
-        batch=max(0, settings.SECKILL_CONFIRM_BATCH - len(own)),
-    )
+    try:
+        states, claimed = redis_store.claim(
+            sku_id=sku_id, order_ids=[r.order_id for r in own],
+            batch=max(0, settings.SECKILL_CONFIRM_BATCH - len(own)),
+        )
+    except redis_store.RedisError as exc:
+        # Redis is down: the message bodies are the copy, and MySQL's dedup and
+        # conditional UPDATE keep the confirm exact. Settling waits for Redis
+        # (the orphan sweep settles confirmed orders it finds still in flight).
+        logger.warning("Redis unavailable (%r): confirming %d reservation(s) from their messages", exc, len(own))
+        confirmed, failed, given_back = with_mysql_retry(lambda: _confirm_batch_in_mysql(sku_id=sku_id, batch=own))
+        return ConfirmOutcome("confirmed", tuple(confirmed), tuple(failed), tuple(given_back))
     batch = [Reservation.from_inflight(sku_id, e) for e in claimed]
     # Redis lost these (flushed or restarted): the message body is the copy.
     batch += [r for r in own if states[r.order_id] == "missing"]
@@ -190,7 +198,10 @@ def reservation_batch_confirm(*, sku_id: str, own: list[Reservation]) -> Confirm
             confirmed += c
             failed += f
             given_back += g
-    redis_store.settle(sku_id=sku_id, confirmed=confirmed, failed=failed, given_back=given_back)
+    try:
+        redis_store.settle(sku_id=sku_id, confirmed=confirmed, failed=failed, given_back=given_back)
+    except redis_store.RedisError as exc:  # committed in MySQL; the orphan sweep settles it later
+        logger.warning("settle of %d reservation(s) of %s deferred: %r", len(batch), sku_id, exc)
     return ConfirmOutcome("confirmed", tuple(confirmed), tuple(failed), tuple(given_back))
 
 

@@ -19,20 +19,19 @@ TRANSIENT = (OperationalError, InterfaceError, RedisConnectionError, RedisTimeou
 CONFIRM_TASK = "inventory.tasks.confirm_reservation_task"
 
 
-def with_store_retry(fn, *, attempts: int = 8):
-    """Retry a unit of work while MySQL or Redis is briefly away (~30 s in all).
-
-    Past that the messages are acknowledged anyway; their reservations stay in
-    flight in Redis and the orphan sweep publishes them again later.
-    """
-    for attempt in range(1, attempts + 1):
+def with_store_retry(fn, *, attempts: int | None = 8):
+    """Retry a unit of work while MySQL or Redis is away, with a backoff capped
+    at 5 s; `attempts=None` retries until it succeeds."""
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return fn()
         except TRANSIENT as exc:
-            if attempt == attempts:
+            if attempts is not None and attempt >= attempts:
                 raise
             logger.warning("store unavailable (%r), retry %d", exc, attempt)
-            time.sleep(min(8.0, 0.25 * 2**attempt))
+            time.sleep(min(5.0, 0.25 * 2 ** min(attempt, 5)))
             from django.db import close_old_connections
 
             close_old_connections()
@@ -59,7 +58,11 @@ def confirm_reservation_task(requests) -> dict:
                                       reason=f"{exc.__class__.__name__}: {exc}"[:255])
     if not reservations:
         return {"confirmed": 0, "failed": 0}
-    outcomes = with_store_retry(lambda: services.reservations_confirm(reservations=reservations))
+    # celery-batches acknowledges the messages when this returns, even after an
+    # error, so it returns only once MySQL has them: a store that is down is
+    # waited for, however long (the messages stay unacknowledged meanwhile).
+    outcomes = with_store_retry(lambda: services.reservations_confirm(reservations=reservations),
+                                attempts=None)
     return {"confirmed": sum(len(o.confirmed) for o in outcomes), "failed": sum(len(o.failed) for o in outcomes)}
 
 

@@ -199,3 +199,49 @@ def test_rabbitmq_stopped_and_started_during_a_sale(web, worker, make_sku, make_
         time.sleep(2)
     no_loss(sku.sku_id, results, 60)
     assert_balanced(sku.sku_id)
+
+
+def redis_restart_empty() -> None:
+    """Start Redis again the way scripts/lib.sh does (nothing kept on disk)."""
+    subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379", "--save", "",
+                    "--appendonly", "no", "--dir", "/tmp", "--logfile", "/tmp/seckill-test-redis.log"],
+                   check=True, timeout=30)
+
+    def up() -> bool:
+        try:
+            return bool(redis_store.redis().ping())
+        except redis_store.RedisError:
+            return False
+
+    wait_until(up, timeout=30, what="Redis back")
+
+
+@pytest.mark.worker
+def test_redis_stopped_while_messages_wait_loses_no_order(worker, make_sku, make_buyers):
+    """Redis goes away with reservations in flight: the messages alone finish them."""
+    from inventory.services import Reservation, stock_warm
+    from inventory.tasks import publish_confirms
+
+    sku = make_sku(stock=30, per_user_limit=1)
+    buyers = make_buyers(20)
+    reservations = []
+    for user, _ in buyers:
+        oid = uuid.uuid4().hex
+        redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k", order_id=oid)
+        reservations.append(Reservation(oid, sku.sku_id, user.pk, 1, "k", 0))
+    try:
+        redis_store.redis().shutdown(nosave=True)
+    except redis_store.RedisError:
+        pass  # the connection drops as the server stops
+    try:
+        for r in reservations:
+            publish_confirms([r])
+        ids = [r.order_id for r in reservations]
+        wait_until(lambda: Order.objects.filter(pk__in=ids, status="PENDING_PAYMENT").count() == 20, timeout=60,
+                   what="confirmed from the messages while Redis is down")
+    finally:
+        redis_restart_empty()
+    assert stock_warm(sku_id=sku.sku_id)
+    row = assert_balanced(sku.sku_id)
+    assert (row.available_stock, row.locked_stock) == (10, 20)
+    assert InventoryLog.objects.filter(sku_id=sku.sku_id, operation="DECR").count() == 20
