@@ -6,11 +6,11 @@ cannot afford it. This builds the same task message (Celery task protocol 2)
 and publishes it with a kombu producer kept per thread, so the worker consumes
 it as an ordinary `confirm_reservation_task`.
 
-The web process publishes without waiting for a publisher confirm: the second
-copy of an accepted reservation is its in-flight record in Redis, and the
-orphan sweep re-publishes any reservation that stays in flight past its grace
-period (a message the broker lost, or a web process killed before it
-published). Everything else (the sweep, ops, the relay) waits for confirms.
+The purchase path waits for the publisher confirm like every other publisher
+(SECKILL_WEB_PUBLISH_CONFIRM=1, the default): the benchmark found no throughput
+gain in skipping it here. With it off, the second copy of an accepted
+reservation until the broker has it is its in-flight record in Redis, and the
+orphan sweep re-publishes any reservation still in flight past its grace period.
 """
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ from django.conf import settings
 from kombu import Connection, Producer
 
 _local = threading.local()
+# A broker that stops answering (memory alarm, partition) must not hold a
+# request: past this the publish fails and the purchase answers 503.
+PUBLISH_TIMEOUT_S = 3.0
 
 
 def _producer(confirm: bool) -> tuple[Connection, Producer]:
@@ -81,7 +84,7 @@ def send_confirm_batch(payloads: list[dict], *, confirm: bool = True) -> None:
             _conn, producer = _producer(confirm)
             producer.publish(
                 raw, content_type="application/json", content_encoding="utf-8", headers=headers,
-                delivery_mode=2, correlation_id=task_id, reply_to="", retry=False,
+                delivery_mode=2, correlation_id=task_id, reply_to="", retry=False, timeout=PUBLISH_TIMEOUT_S,
             )
             return
         except Exception:
