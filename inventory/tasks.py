@@ -41,7 +41,7 @@ def with_store_retry(fn, *, attempts: int | None = 8):
 # one MySQL transaction per SKU per flush instead of one task run per click.
 # Acknowledged after the flush returns (acks_late); a worker that dies before
 # leaves them unacknowledged, so RabbitMQ delivers them again.
-@shared_task(base=Batches, name=CONFIRM_TASK, flush_every=200, flush_interval=0.05,
+@shared_task(base=Batches, name=CONFIRM_TASK, flush_every=200, flush_interval=0.25,
              acks_late=True, reject_on_worker_lost=True)
 def confirm_reservation_task(requests) -> dict:
     """Each message: args [{"reservations": [{order_id, sku_id, user_id, quantity,
