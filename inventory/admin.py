@@ -14,7 +14,6 @@ from django.utils import timezone
 from inventory import redis_store, selectors, services
 from inventory.errors import DomainError
 from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, OutboxMessage, Sku
-from orders.models import Order
 
 MOVE_STOCK = "inventory.move_stock"
 BUCKETS = ("total_stock", "available_stock", "frozen_stock", "locked_stock", "sold_stock")
@@ -61,13 +60,13 @@ class StockActionForm(forms.Form):
 
 
 STOCK_ACTIONS = {
-    # action: (title, service, needs quantity)
-    "freeze": ("Freeze units (take them out of sale)", services.stock_freeze, True),
-    "unfreeze": ("Unfreeze units (back on sale)", services.stock_unfreeze, True),
-    "restock": ("Restock (new units on sale)", services.stock_restock, True),
-    "write_off": ("Write off frozen units", services.stock_write_off, True),
-    "warm": ("Warm the Redis snapshot (load it where absent)", None, False),
-    "rebuild": ("Rebuild the Redis snapshot from MySQL", None, False),
+    # action: (title, service, needs quantity, button label)
+    "freeze": ("Freeze units (take them out of sale)", services.stock_freeze, True, "Freeze"),
+    "unfreeze": ("Unfreeze units (back on sale)", services.stock_unfreeze, True, "Unfreeze"),
+    "restock": ("Restock (new units on sale)", services.stock_restock, True, "Restock"),
+    "write_off": ("Write off frozen units", services.stock_write_off, True, "Write off"),
+    "warm": ("Warm the Redis snapshot (load it where absent)", None, False, "Warm"),
+    "rebuild": ("Rebuild the Redis snapshot from MySQL", None, False, "Rebuild"),
 }
 
 
@@ -147,7 +146,7 @@ class SkuAdmin(admin.ModelAdmin):
             messages.error(request, "You do not have permission to move stock.")
             raise PermissionDenied("You do not have permission to move stock.")
         sku = get_object_or_404(Sku, pk=object_id)
-        title, service, needs_quantity = STOCK_ACTIONS[action]
+        title, service, needs_quantity, _label = STOCK_ACTIONS[action]
         form = StockActionForm(request.POST or None) if needs_quantity else None
         back = reverse("admin:inventory_sku_change", args=[sku.pk])
         if request.method == "POST" and (form is None or form.is_valid()):
@@ -178,7 +177,7 @@ class SkuAdmin(admin.ModelAdmin):
         if not request.user.has_perm("inventory.view_sku"):
             raise PermissionDenied
         context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": "Stock dashboard",
-                   "rows": selectors.dashboard_rows(), "statuses": [s for s, _ in Order.Status.choices]}
+                   "rows": selectors.dashboard_rows(), "statuses": selectors.DASHBOARD_STATUSES}
         return TemplateResponse(request, "admin/inventory/dashboard.html", context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):

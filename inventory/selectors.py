@@ -78,11 +78,19 @@ def sku_views(*, skus: list[Sku]) -> list[SkuView]:
     return [SkuView(sku=s, live=live.get(s.sku_id)) for s in skus]
 
 
+DASHBOARD_STATUSES = ("PENDING_PAYMENT", "PAID", "CANCELLED", "EXPIRED", "FAILED")
+
+
 @dataclass(frozen=True)
 class DashboardRow:
     sku: Sku
     live: redis_store.LiveStock | None
     orders_by_status: dict[str, int]
+
+    @property
+    def status_counts(self) -> list[int]:
+        """Counts in the order of DASHBOARD_STATUSES (MySQL never holds PROCESSING)."""
+        return [self.orders_by_status.get(s, 0) for s in DASHBOARD_STATUSES]
 
     @property
     def drift(self) -> int | None:
