@@ -60,7 +60,7 @@ class CachedTokenAuthentication(TokenAuthentication):
         try:
             token = auth[1].decode()
         except UnicodeError:
-            raise exceptions.AuthenticationFailed("Invalid token header.")
+            raise exceptions.AuthenticationFailed("Invalid token header.") from None
         if not token or len(token) > 64:
             raise exceptions.AuthenticationFailed("Invalid token.")
         idem = request.META.get("HTTP_IDEMPOTENCY_KEY") or None

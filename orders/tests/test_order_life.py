@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from conftest import wait_until
 from inventory import redis_store
-from inventory.models import InventoryLog, OutboxMessage, Sku
+from inventory.models import InventoryLog, OutboxMessage
 from inventory.tests.helpers import assert_balanced, settled
 from orders import services
 from orders.models import Order

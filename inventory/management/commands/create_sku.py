@@ -41,7 +41,7 @@ class Command(BaseCommand):
         try:
             price_value = Decimal(price)
         except InvalidOperation:
-            raise CommandError(f"--price: not a number: {price!r}")
+            raise CommandError(f"--price: not a number: {price!r}") from None
         if price_value < 0:
             raise CommandError("--price must be 0 or more.")
         starts, ends = _when(starts_at, "--starts-at"), _when(ends_at, "--ends-at")
