@@ -40,7 +40,11 @@ def with_mysql_retry(fn: Callable[[], T], *, attempts: int = 6) -> T:
 
 
 def skus_lock(*, sku_ids: Iterable[str]) -> dict[str, Sku]:
-    """The one place stock rows are locked: always by primary key order."""
+    """The one place stock rows are locked: always by primary key order, and
+    before any order row. (Locking the order row first and the SKU row last
+    was tried to shorten the hot row's lock: the foreign-key checks of the log
+    and outbox inserts take a shared lock on the SKU row, and the shared-to-
+    exclusive upgrades deadlocked under the pay/cancel/expiry race test.)"""
     ids = sorted(set(sku_ids))
     return {s.sku_id: s for s in Sku.objects.select_for_update().filter(pk__in=ids).order_by("pk")}
 
