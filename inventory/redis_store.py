@@ -324,6 +324,22 @@ def live_stock_many(*, sku_ids: list[str]) -> dict[str, LiveStock | None]:
     return out
 
 
+def inflight_of_user(*, sku_ids: list[str], user_id: int) -> list[tuple[str, InFlight]]:
+    """The user's reservations still in flight, across SKUs (one round trip)."""
+    if not sku_ids:
+        return []
+    pipe = redis().pipeline(transaction=False)
+    for sku_id in sku_ids:
+        pipe.hgetall(sku_keys(sku_id).inflight)
+    out = []
+    prefix = f"{user_id}|".encode()
+    for sku_id, entries in zip(sku_ids, pipe.execute()):
+        for oid, entry in entries.items():
+            if entry.startswith(prefix):
+                out.append((sku_id, parse_inflight(_s(oid), entry)))
+    return out
+
+
 def find_inflight(*, sku_ids: list[str], order_id: str) -> tuple[str, InFlight] | None:
     """Which SKU holds this reservation in flight, if any (one round trip)."""
     pipe = redis().pipeline(transaction=False)

@@ -60,3 +60,17 @@ def order_get(*, user_id: int, order_id: str) -> OrderView | None:
 
 def order_list(*, user_id: int) -> QuerySet[Order]:
     return Order.objects.filter(user_id=user_id).order_by("-created_at", "-order_id")
+
+
+def orders_in_flight(*, user_id: int) -> list[OrderView]:
+    """The caller's orders accepted by the gate and not yet in MySQL (PROCESSING)."""
+    found = redis_store.inflight_of_user(sku_ids=inventory_selectors.sku_ids_live(), user_id=user_id)
+    if not found:
+        return []
+    stored = set(Order.objects.filter(pk__in=[e.order_id for _, e in found]).values_list("order_id", flat=True))
+    views = [
+        OrderView(order_id=e.order_id, sku_id=sku_id, quantity=e.quantity, status=Order.Status.PROCESSING,
+                  created_at=datetime.fromtimestamp(e.reserved_ms / 1000, tz=dt_timezone.utc), expires_at=None)
+        for sku_id, e in found if e.order_id not in stored
+    ]
+    return sorted(views, key=lambda v: (v.created_at, v.order_id), reverse=True)

@@ -66,7 +66,11 @@ class OrderListCreateView(GenericAPIView):
     @extend_schema(responses=OrderOutput(many=True))
     def get(self, request):
         page = self.paginate_queryset(selectors.order_list(user_id=request.user.id))
-        return self.get_paginated_response([OrderOutput(selectors.OrderView.of(o)).data for o in page])
+        rows = [OrderOutput(selectors.OrderView.of(o)).data for o in page]
+        if self.paginator.page.number == 1:
+            # Newest first: orders still PROCESSING (in Redis only) lead page 1.
+            rows = [OrderOutput(v).data for v in selectors.orders_in_flight(user_id=request.user.id)] + rows
+        return self.get_paginated_response(rows)
 
 
 class OrderDetailView(APIView):

@@ -111,3 +111,18 @@ def test_token_records_rebuilt_after_redis_loss(api, make_sku, make_buyers):
     (_, token), = make_buyers(1)
     redis_store.redis().delete(redis_store.token_key(token))
     assert buy(api(token), sku.sku_id, "a").status_code == 202
+
+
+def test_list_shows_an_order_still_processing(api, make_sku, make_buyers):
+    """No worker here: the order stays in flight, and the list shows it first."""
+    sku = make_sku(stock=3, per_user_limit=2)
+    (_, token), (_, other) = make_buyers(2)
+    with mock.patch("inventory.tasks.publish_confirm"):
+        first = buy(api(token), sku.sku_id, "one").json()["order_id"]
+        second = buy(api(token), sku.sku_id, "two").json()["order_id"]
+        buy(api(other), sku.sku_id, "three")
+    listed = api(token).get("/api/v1/orders").json()["results"]
+    assert {(o["order_id"], o["status"]) for o in listed[:2]} == {(second, "PROCESSING"), (first, "PROCESSING")}
+    assert len(listed) == 2  # nobody else's
+    redis_store.release(sku_id=sku.sku_id, order_id=first)
+    redis_store.release(sku_id=sku.sku_id, order_id=second)
