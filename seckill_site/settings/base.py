@@ -82,7 +82,9 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = os.environ.get("DATABASE_URL", "mysql://root:@127.0.0.1:3306/seckill")
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600)}
+# Health checks: a persistent connection that a MariaDB restart broke is replaced
+# at its first use in a request (paths that use no MySQL pay nothing).
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=600, conn_health_checks=True)}
 DATABASES["default"].setdefault("OPTIONS", {})
 DATABASES["default"]["OPTIONS"].update(
     {
