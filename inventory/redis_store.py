@@ -219,11 +219,6 @@ def inflight_entries(*, sku_id: str) -> list[InFlight]:
     return [parse_inflight(_s(oid), e) for oid, e in raw.items()]
 
 
-def inflight_entry(*, sku_id: str, order_id: str) -> InFlight | None:
-    e = redis().hget(sku_keys(sku_id).inflight, order_id)
-    return parse_inflight(order_id, e) if e is not None else None
-
-
 def is_settled(*, sku_id: str, order_id: str) -> bool:
     return bool(redis().sismember(sku_keys(sku_id).done, order_id))
 

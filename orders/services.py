@@ -165,6 +165,23 @@ def _not_in_mysql(*, user_id: int, order_id: str, error: type[Exception]) -> Exc
     return error() if selectors.order_get(user_id=user_id, order_id=order_id) else OrderNotFound()
 
 
+def _lock_for_transition(*, user_id: int, order_id: str, target: str,
+                         error: type[Exception]) -> tuple[Order, bool]:
+    """Lock the caller's order for a move out of PENDING_PAYMENT to `target`.
+
+    Returns (order, already_there): an order already in `target` is answered
+    as it is (the call is harmless to repeat); any other state is refused.
+    """
+    order = _locked_order(user_id=user_id, order_id=order_id)
+    if order is None:
+        raise _not_in_mysql(user_id=user_id, order_id=order_id, error=error)
+    if order.status == target:
+        return order, True
+    if order.status != Order.Status.PENDING_PAYMENT:
+        raise error(status=order.status)
+    return order, False
+
+
 def order_pay(*, user_id: int, order_id: str, payment_id: str | None = None) -> Order:
     """PENDING_PAYMENT and not expired -> PAID: locked -> sold, sale log success.
 
@@ -174,12 +191,11 @@ def order_pay(*, user_id: int, order_id: str, payment_id: str | None = None) -> 
     def pay() -> Order:
         now = timezone.now()
         with transaction.atomic(durable=True):
-            order = _locked_order(user_id=user_id, order_id=order_id)
-            if order is None:
-                raise _not_in_mysql(user_id=user_id, order_id=order_id, error=NotPayable)
-            if order.status == Order.Status.PAID:
+            order, done = _lock_for_transition(user_id=user_id, order_id=order_id, target=Order.Status.PAID,
+                                               error=NotPayable)
+            if done:
                 return order
-            if order.status != Order.Status.PENDING_PAYMENT or (order.expires_at and order.expires_at <= now):
+            if order.expires_at and order.expires_at <= now:
                 raise NotPayable(status=order.status)
             moved = Sku.objects.filter(pk=order.sku_id, locked_stock__gte=order.quantity).update(
                 locked_stock=F("locked_stock") - order.quantity, sold_stock=F("sold_stock") + order.quantity,
@@ -200,14 +216,10 @@ def order_cancel(*, user_id: int, order_id: str) -> Order:
     Redis through the outbox). Cancelling a cancelled order answers it again."""
     def cancel() -> Order:
         with transaction.atomic(durable=True):
-            order = _locked_order(user_id=user_id, order_id=order_id)
-            if order is None:
-                raise _not_in_mysql(user_id=user_id, order_id=order_id, error=NotCancellable)
-            if order.status == Order.Status.CANCELLED:
-                return order
-            if order.status != Order.Status.PENDING_PAYMENT:
-                raise NotCancellable(status=order.status)
-            _give_back([order], final=Order.Status.CANCELLED, reason="cancelled by buyer")
+            order, done = _lock_for_transition(user_id=user_id, order_id=order_id, target=Order.Status.CANCELLED,
+                                               error=NotCancellable)
+            if not done:
+                _give_back([order], final=Order.Status.CANCELLED, reason="cancelled by buyer")
             return order
 
     return inventory_services.with_mysql_retry(cancel)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth import get_user_model
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 
@@ -85,7 +84,3 @@ class CachedTokenAuthentication(TokenAuthentication):
         redis_store.token_fill(token=token, user_blob=blob)
         return blob if blob is not None else "-"
 
-
-def load_user(user: CachedUser):
-    """The full user row, for the few paths that need it (not the purchase)."""
-    return get_user_model().objects.get(pk=user.id)

@@ -10,6 +10,7 @@ from conftest import wait_until
 from inventory import redis_store
 from inventory.tests.helpers import assert_balanced, settled
 from orders.models import Order
+from inventory.services import Reservation
 from reconciliation.services import orphans_recover
 
 pytestmark = pytest.mark.worker
@@ -54,7 +55,6 @@ def test_broker_message_lost_after_publish_is_recovered(worker, make_sku, make_b
 def test_reservation_of_a_deleted_user_does_not_block_the_sku(worker, make_sku, make_buyers):
     from inventory.models import DeadLetter
     from inventory.tasks import publish_confirms
-    from inventory.services import Reservation
 
     sku = make_sku(stock=3)
     (user, _), = make_buyers(1)
@@ -67,4 +67,20 @@ def test_reservation_of_a_deleted_user_does_not_block_the_sku(worker, make_sku, 
     assert not Order.objects.filter(pk=ghost).exists()
     assert DeadLetter.objects.filter(payload__order_id=ghost).exists()
     row = assert_balanced(sku.sku_id)  # the ghost's unit went back to Redis
+    assert (row.available_stock, row.locked_stock) == (2, 1)
+
+
+def test_confirmed_order_still_in_flight_is_settled(make_sku, make_buyers, live_db):
+    """The confirm committed but its process died before settling Redis."""
+    from inventory.services import _confirm_batch_in_mysql
+
+    sku = make_sku(stock=3)
+    (user, _), = make_buyers(1)
+    oid = uuid.uuid4().hex
+    redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k", order_id=oid)
+    _confirm_batch_in_mysql(sku_id=sku.sku_id, batch=[Reservation(oid, sku.sku_id, user.pk, 1, "k", 0)])
+    assert redis_store.live_stock(sku_id=sku.sku_id).inflight == 1
+    sweep = orphans_recover(grace_seconds=0, sku_ids=[sku.sku_id])
+    assert (sweep.settled, sweep.republished) == ([oid], [])
+    row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.locked_stock) == (2, 1)

@@ -78,6 +78,16 @@ def sell(web_port, tokens, sku_id, n_threads=24):
     return run_parallel(web_port, jobs, threads=n_threads)
 
 
+def sell_during(fault, web_port, tokens, sku_id, n_threads=24):
+    """Run a sale while `fault` (a callable) runs in another thread."""
+    t = threading.Thread(target=fault)
+    t.start()
+    try:
+        return sell(web_port, tokens, sku_id, n_threads=n_threads)
+    finally:
+        t.join()
+
+
 def no_loss(sku_id, results, stock):
     """Every 202 is an order in MySQL; nothing oversold; the stores agree after reconciling."""
     accepted = {b["order_id"] for s, b in results if s == 202}
@@ -134,10 +144,7 @@ def test_redis_flushed_during_a_sale_loses_nothing_and_oversells_nothing(web, wo
         time.sleep(0.4)
         redis_store.redis().flushdb()
 
-    t = threading.Thread(target=flush_midway)
-    t.start()
-    results = sell(web.port, tokens, sku.sku_id)
-    t.join()
+    results = sell_during(flush_midway, web.port, tokens, sku.sku_id)
     accepted = no_loss(sku.sku_id, results, 80)
     failed = Order.objects.filter(pk__in=accepted, status="FAILED").count()
     held = Order.objects.filter(pk__in=accepted, status="PENDING_PAYMENT").count()
@@ -183,10 +190,7 @@ def test_rabbitmq_stopped_and_started_during_a_sale(web, worker, make_sku, make_
         time.sleep(2)
         subprocess.run(["rabbitmqctl", "start_app"], check=True, capture_output=True, timeout=120)
 
-    t = threading.Thread(target=bounce)
-    t.start()
-    results = sell(web.port, tokens[:120], sku.sku_id, n_threads=12)
-    t.join()
+    results = sell_during(bounce, web.port, tokens[:120], sku.sku_id, n_threads=12)
     results += sell(web.port, tokens[120:], sku.sku_id, n_threads=12)
     codes = [s for s, _ in results]
     assert codes.count(202) >= 1
@@ -270,11 +274,7 @@ def test_mysql_stopped_during_a_sale_loses_nothing(web, worker, make_sku, make_b
     tokens = [tok for _, tok in buyers]
     sell(web.port, tokens[:5], sku.sku_id)  # token records are in Redis now
     connection.close()
-    t = threading.Thread(target=mariadb_restart, args=(3.0,))
-    t.start()
-    time.sleep(0.5)
-    results = sell(web.port, tokens[5:], sku.sku_id, n_threads=12)
-    t.join()
+    results = sell_during(lambda: mariadb_restart(3.0), web.port, tokens[5:], sku.sku_id, n_threads=12)
     connection.close()
     accepted = {b["order_id"] for s, b in results if s == 202}
     assert len(accepted) >= 1
