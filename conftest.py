@@ -41,12 +41,13 @@ def _clean_stores():
     from seckill_site.celery import app
 
     with app.connection_for_write() as conn:
-        channel = conn.default_channel
-        for queue in (settings.CELERY_QUEUE, settings.CELERY_DEAD_LETTER_QUEUE):
+        # The test queues are the tests' own: delete them, so they are declared
+        # again with exactly the arguments the code asks for.
+        for queue in (settings.CELERY_QUEUE, settings.SECKILL_CONFIRM_QUEUE, settings.CELERY_DEAD_LETTER_QUEUE):
             try:
-                channel.queue_purge(queue)
-            except Exception:  # not declared yet: nothing to purge
-                channel = conn.channel()
+                conn.channel().queue_delete(queue)
+            except Exception:  # not declared yet
+                pass
     yield
 
 
@@ -114,6 +115,16 @@ class Proc:
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
+    def restart(self) -> "Proc":
+        """Stop (if running) and start again, waiting until it is ready."""
+        self.stop()
+        ready_before = self.log_text().count(" ready.")
+        self.start()
+        wait_until(lambda: self.log_text().count(" ready.") > ready_before or self.popen.poll() is not None,
+                   timeout=60, what="process ready again")
+        assert self.popen.poll() is None, self.log_text()[-3000:]
+        return self
+
 
 def start_worker(env: dict[str, str], *, concurrency: int = 2, name: str | None = None) -> Proc:
     name = name or f"test-{uuid.uuid4().hex[:6]}"
@@ -128,6 +139,8 @@ def start_worker(env: dict[str, str], *, concurrency: int = 2, name: str | None 
     wait_until(lambda: " ready." in proc.log_text() or proc.popen.poll() is not None, timeout=60,
                what="celery worker ready")
     assert proc.popen.poll() is None, proc.log_text()[-3000:]
+    wait_until(lambda: "confirm consumer" in proc.log_text() and " consuming " in proc.log_text(), timeout=30,
+               what="confirm consumer connected")
     return proc
 
 
@@ -172,10 +185,10 @@ def unique(prefix: str) -> str:
 
 @pytest.fixture
 def make_sku(live_db):
-    from inventory import services
+    from inventory.services.skus import sku_create
 
     def make(*, stock: int = 10, per_user_limit: int = 1, **kw):
-        return services.sku_create(sku_id=unique("T"), stock=stock, per_user_limit=per_user_limit, **kw)
+        return sku_create(sku_id=unique("T"), stock=stock, per_user_limit=per_user_limit, **kw)
 
     return make
 
@@ -207,3 +220,140 @@ def api():
         return c
 
     return client
+
+
+# --- shared helpers (plain functions, imported by the tests) ------------------------
+
+def reserve_direct(sku_id: str, user_id: int, qty: int = 1, key: str | None = None):
+    """Take stock in the gate as the purchase path does, without publishing."""
+    from inventory import redis_store
+
+    oid = uuid.uuid4().hex
+    key = key or uuid.uuid4().hex
+    r = redis_store.reserve(sku_id=sku_id, user_id=user_id, quantity=qty, idempotency_key=key, order_id=oid)
+    assert r.code is redis_store.Reserve.OK, r
+    return redis_store.Reservation(oid, sku_id, user_id, qty, key, r.reserved_ms, r.epoch)
+
+
+def publish(*reservations) -> None:
+    """One confirm message per reservation, as the purchase path sends them."""
+    from inventory import messages
+
+    for r in reservations:
+        messages.publish_confirms([r])
+
+
+def rabbitmq_queue(name: str) -> dict:
+    """A queue's figures as RabbitMQ reports them (messages, unacknowledged, consumers)."""
+    import json
+
+    out = subprocess.run(["rabbitmqctl", "list_queues", "-q", "--formatter", "json", "name", "messages",
+                          "messages_unacknowledged", "consumers", "arguments"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    for q in json.loads(out):
+        if q["name"] == name:
+            return q
+    return {}
+
+
+class Http:
+    """One keep-alive HTTP connection (per thread) to the test gunicorn."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.conn = None
+
+    def post_order(self, token: str, sku_id: str, qty: int, key: str) -> tuple[int, dict]:
+        import http.client
+        import json
+
+        body = json.dumps({"sku_id": sku_id, "quantity": qty})
+        headers = {"Authorization": f"Token {token}", "Content-Type": "application/json", "Idempotency-Key": key}
+        for _ in range(3):
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                self.conn.request("POST", "/api/v1/orders", body, headers)
+                resp = self.conn.getresponse()
+                return resp.status, json.loads(resp.read() or b"{}")
+            except (ConnectionError, http.client.HTTPException):
+                self.conn = None
+        raise AssertionError("server kept dropping the connection")
+
+
+def run_parallel(port: int, jobs: list[tuple[str, str, int, str]], threads: int = 32) -> list[tuple[int, dict]]:
+    """POST orders (token, sku, quantity, key) over real HTTP from `threads` clients."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    chunks = [jobs[i::threads] for i in range(threads)]
+
+    def work(chunk):
+        client = Http(port)
+        return [client.post_order(*job) for job in chunk]
+
+    with ThreadPoolExecutor(threads) as pool:
+        return [r for part in pool.map(work, chunks) for r in part]
+
+
+def sell(web_port: int, tokens: list[str], sku_id: str, n_threads: int = 24) -> list[tuple[int, dict]]:
+    """Every token clicks once (quantity 1, a fresh key each)."""
+    jobs = [(t, sku_id, 1, uuid.uuid4().hex) for t in tokens]
+    return run_parallel(web_port, jobs, threads=n_threads)
+
+
+def sell_during(fault: Callable[[], None], web_port: int, tokens: list[str], sku_id: str, n_threads: int = 24):
+    """Run a sale while `fault` runs in another thread."""
+    import threading
+
+    t = threading.Thread(target=fault)
+    t.start()
+    try:
+        return sell(web_port, tokens, sku_id, n_threads=n_threads)
+    finally:
+        t.join()
+
+
+def accepted_ids(results) -> set[str]:
+    return {b["order_id"] for s, b in results if s == 202}
+
+
+class RowHold:
+    """Hold a SKU's row lock from another connection, so the confirm consumer
+    blocks in MySQL with its batch unacknowledged (a fault can then land on a
+    consumer that really holds messages)."""
+
+    def __init__(self, sku_id: str):
+        import threading
+
+        self.sku_id = sku_id
+        self.held, self.release = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._hold, daemon=True)
+
+    def _hold(self):
+        from django.db import connection, transaction
+
+        from inventory.models import Sku
+
+        try:
+            with transaction.atomic():
+                Sku.objects.select_for_update().get(pk=self.sku_id)
+                self.held.set()
+                self.release.wait(60)
+        finally:
+            connection.close()
+
+    def __enter__(self):
+        self.thread.start()
+        assert self.held.wait(10), "could not lock the SKU row"
+        return self
+
+    def __exit__(self, *exc):
+        self.release.set()
+        self.thread.join(30)
+
+
+def rabbitmq_restart() -> None:
+    """stop_app / start_app, the way a broker restart looks to clients."""
+    subprocess.run(["rabbitmqctl", "stop_app"], check=True, capture_output=True, timeout=120)
+    subprocess.run(["rabbitmqctl", "start_app"], check=True, capture_output=True, timeout=180)
+    subprocess.run(["rabbitmqctl", "await_startup"], check=True, capture_output=True, timeout=180)

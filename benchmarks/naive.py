@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from inventory.errors import LimitReached, SaleNotActive, SkuNotFound, SoldOut
 from inventory.models import InventoryLog, Sku
-from inventory.services import with_mysql_retry
+from core.retry import with_mysql_retry
 from orders.api.views import idempotency_key_of, validated_order_input
 from orders.models import Order
 

@@ -1,4 +1,4 @@
-"""The ops console. Every stock change goes through inventory.services, the same
+"""The ops console. Every stock change goes through inventory's services, the same
 code as the API; nothing here edits a bucket, a log row or an order by hand."""
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 
-from inventory import redis_store, selectors, services
+from inventory import redis_store, selectors
+from inventory.services import skus, stock
 from inventory.errors import DomainError
 from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, OutboxMessage, Sku
 
@@ -61,10 +62,10 @@ class StockActionForm(forms.Form):
 
 STOCK_ACTIONS = {
     # action: (title, service, needs quantity, button label)
-    "freeze": ("Freeze units (take them out of sale)", services.stock_freeze, True, "Freeze"),
-    "unfreeze": ("Unfreeze units (back on sale)", services.stock_unfreeze, True, "Unfreeze"),
-    "restock": ("Restock (new units on sale)", services.stock_restock, True, "Restock"),
-    "write_off": ("Write off frozen units", services.stock_write_off, True, "Write off"),
+    "freeze": ("Freeze units (take them out of sale)", stock.stock_freeze, True, "Freeze"),
+    "unfreeze": ("Unfreeze units (back on sale)", stock.stock_unfreeze, True, "Unfreeze"),
+    "restock": ("Restock (new units on sale)", stock.stock_restock, True, "Restock"),
+    "write_off": ("Write off frozen units", stock.stock_write_off, True, "Write off"),
     "warm": ("Warm the Redis snapshot (load it where absent)", None, False, "Warm"),
     "rebuild": ("Rebuild the Redis snapshot from MySQL", None, False, "Rebuild"),
 }
@@ -115,20 +116,17 @@ class SkuAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         actor = f"admin:{request.user.get_username()}"
         if not change:
-            created = services.sku_create(
+            created = skus.sku_create(
                 sku_id=obj.sku_id, stock=form.cleaned_data["initial_stock"], name=obj.name,
-                per_user_limit=obj.per_user_limit, price=obj.price,
-                starts_at=obj.sale_starts_at or timezone.now(), ends_at=obj.sale_ends_at, actor=actor)
-            obj.__dict__.update({k: v for k, v in created.__dict__.items() if not k.startswith("_")})
+                per_user_limit=obj.per_user_limit, price=obj.price, starts_at=obj.sale_starts_at or timezone.now(),
+                ends_at=obj.sale_ends_at, status=obj.status or Sku.Status.ACTIVE, actor=actor)
+            # The admin goes on with `obj` (log entry, redirect): make it the saved row.
+            obj.pk = created.pk
             obj._state.adding = False
-            if obj.status != Sku.Status.ACTIVE or form.cleaned_data.get("status") != Sku.Status.ACTIVE:
-                obj.status = form.cleaned_data.get("status") or Sku.Status.ACTIVE
-                obj.save(update_fields=["status"])
-                services.sku_sale_data_changed(sku=obj)
+            obj.refresh_from_db()
             return
-        obj.save(update_fields=["name", "price", "per_user_limit", "sale_starts_at", "sale_ends_at", "status",
-                                "updated_at"])
-        services.sku_sale_data_changed(sku=obj)
+        skus.sku_update(sku_id=obj.sku_id, actor=actor, **{f: getattr(obj, f) for f in skus.SALE_FIELDS})
+        obj.refresh_from_db()
 
     # --- stock actions and dashboard -------------------------------------------
     def get_urls(self):
@@ -153,10 +151,10 @@ class SkuAdmin(admin.ModelAdmin):
             actor = f"admin:{request.user.get_username()}"
             try:
                 if action == "warm":
-                    services.stock_warm(sku_id=sku.sku_id)
+                    skus.stock_warm(sku_id=sku.sku_id)
                     done = "Snapshot warm."
                 elif action == "rebuild":
-                    services.snapshot_rebuild(sku_id=sku.sku_id, actor=actor)
+                    skus.snapshot_rebuild(sku_id=sku.sku_id, actor=actor)
                     done = "Snapshot rebuilt from MySQL."
                 else:
                     q, why = form.cleaned_data["quantity"], form.cleaned_data["reason"]

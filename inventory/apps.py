@@ -7,7 +7,6 @@ class InventoryConfig(AppConfig):
     verbose_name = "Inventory"
 
     def ready(self) -> None:
-        from . import signals  # noqa: F401  (token cache invalidation)
         from .permissions import ensure_groups
 
         post_migrate.connect(ensure_groups, dispatch_uid="seckill-groups")

@@ -24,6 +24,9 @@ class Sku(models.Model):
     sale_starts_at = models.DateTimeField(null=True, blank=True)
     sale_ends_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    # When ops last changed the status: a reservation the gate accepted after a
+    # pause or end (a push to Redis that was late or lost) is refused by the confirm.
+    status_changed_at = models.DateTimeField(null=True, blank=True)
     # Bumped by every edit of sale data so caches can tell a stale copy.
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -33,6 +36,7 @@ class Sku(models.Model):
         ordering = ["sku_id"]
         verbose_name = "SKU"
         permissions = [("move_stock", "Can freeze, unfreeze, restock, write off and rebuild stock")]
+        indexes = [models.Index(fields=["status", "status_changed_at"], name="sku_status_time")]
         constraints = [
             models.CheckConstraint(
                 condition=Q(total_stock=F("available_stock") + F("frozen_stock") + F("locked_stock") + F("sold_stock")),
@@ -88,6 +92,10 @@ class InventoryLog(models.Model):
         indexes = [
             models.Index(fields=["sku", "created_at"], name="invlog_sku_time"),
             models.Index(fields=["status", "created_at"], name="invlog_status_time"),
+            # A give's log row is found by its operation id; pending gives and
+            # freezes of a SKU are read by snapshots and reconciliation.
+            models.Index(fields=["op_id"], name="invlog_op"),
+            models.Index(fields=["sku", "status", "operation"], name="invlog_sku_pending"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["order_id", "operation"], name="invlog_one_row_per_order_operation"),
@@ -104,6 +112,10 @@ class ConsumerDedup(models.Model):
     finds its id here and changes nothing.
     """
 
+    # The confirm and the undo of a reservation share one id, so of the two
+    # exactly one can ever be recorded.
+    CONFIRMED, RELEASED = "confirm", "released"
+
     business_id = models.CharField(max_length=128, unique=True)
     operation = models.CharField(max_length=32)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -113,6 +125,10 @@ class ConsumerDedup(models.Model):
 
     def __str__(self) -> str:
         return self.business_id
+
+    @staticmethod
+    def confirm_id(order_id: str) -> str:
+        return f"{order_id}:confirm"
 
 
 class DeadLetter(models.Model):

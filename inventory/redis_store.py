@@ -1,36 +1,90 @@
-"""The Redis gate: every key name and every Lua call of the project lives here.
+"""The Redis gate: every key name, every entry format and every Lua call of the
+project lives here.
 
-All keys of one SKU share the hash tag `{<sku>}`, so each script touches a
-single Cluster slot. The connection comes from django-redis; no ORM here.
+All keys of one SKU share the hash tag `{<sku>}` and all keys of one token the
+tag `{<token digest>}`, so each script touches a single Cluster slot. Scripts
+are the files of `lua/`, each prefixed with `lua/_lib.lua` (the shared formats)
+and loaded once as redis-py `Script` objects. The connection comes from
+django-redis; no ORM here.
 """
 from __future__ import annotations
 
+import enum
 import hashlib
 import time
 import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterable, Sequence
 
+from django.conf import settings
 from django_redis import get_redis_connection
 from redis import Redis
-from redis.exceptions import NoScriptError, RedisError  # noqa: F401  (RedisError re-exported)
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError, RedisError  # noqa: F401  (RedisError re-exported)
 
 LUA_DIR = Path(__file__).resolve().parent / "lua"
 
-# reserve.lua return codes
-OK, DUPLICATE, KEY_REUSED, SOLD_OUT, LIMIT_REACHED, NOT_ACTIVE, NOT_WARMED, UNKNOWN_SKU = range(8)
-# release.lua return codes
-RELEASE_NOTHING, RELEASE_DONE, RELEASE_CLAIMED = 0, 1, 2
-
 MISSING_SKU_TTL_SECONDS = 30
 WARM_LOCK_MS = 5000
+STAGE_TTL_SECONDS = 60
+# Upper size of every list handed to one script call (ids, snapshot items).
+SCRIPT_CHUNK = 500
 
 
 def redis() -> Redis:
     return get_redis_connection("default")
 
+
+# --- Return codes, one enum per script ---------------------------------------
+
+class Reserve(enum.IntEnum):
+    OK = 0
+    DUPLICATE = 1
+    KEY_REUSED = 2
+    SOLD_OUT = 3
+    LIMIT_REACHED = 4
+    NOT_ACTIVE = 5
+    NOT_WARMED = 6
+    UNKNOWN_SKU = 7
+    RETIRED = 8
+
+
+class Release(enum.IntEnum):
+    NOTHING = 0
+    RELEASED = 1
+    CLAIMED = 2
+    DONE = 3
+
+
+class Claim(str, enum.Enum):
+    CLAIMED = "claimed"
+    MISSING = "missing"
+    DONE = "done"
+    RELEASED = "released"
+
+
+class Give(enum.IntEnum):
+    ALREADY = 0
+    APPLIED = 1
+    NOT_WARM = -1
+
+
+class Freeze(enum.IntEnum):
+    REFUSED = 0
+    TAKEN = 1
+    ALREADY = 2
+    NOT_WARM = -1
+
+
+class Meta(enum.IntEnum):
+    NO_SNAPSHOT = 0
+    UPDATED = 1
+    STALE = 2
+
+
+# --- Key names -----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class SkuKeys:
@@ -38,192 +92,317 @@ class SkuKeys:
     buyers: str
     inflight: str
     idem: str
-    queue: str
-    missing: str
+    idem_age: str
+    due: str
     claims: str
     done: str
     released: str
     applied: str
+    missing: str
     lock: str
+    tag: str
+
+    def stage(self, token: str) -> tuple[str, str, str, str]:
+        """Staging keys of one snapshot load: buyers, idem, idem-age, applied."""
+        base = f"{self.tag}:stage:{token}"
+        return f"{base}:buyers", f"{base}:idem", f"{base}:idem-age", f"{base}:applied"
 
 
 @lru_cache(maxsize=4096)
 def sku_keys(sku_id: str) -> SkuKeys:
     tag = f"seckill:{{{sku_id}}}"
     return SkuKeys(
-        stock=f"{tag}:stock",
-        buyers=f"{tag}:buyers",
-        inflight=f"{tag}:inflight",
-        idem=f"{tag}:idem",
-        queue=f"{tag}:queue",
-        missing=f"{tag}:missing",
-        claims=f"{tag}:claims",
-        done=f"{tag}:done",
-        released=f"{tag}:released",
-        applied=f"{tag}:applied",
-        lock=f"{tag}:warm-lock",
+        stock=f"{tag}:stock", buyers=f"{tag}:buyers", inflight=f"{tag}:inflight", idem=f"{tag}:idem",
+        idem_age=f"{tag}:idem-age", due=f"{tag}:due", claims=f"{tag}:claims", done=f"{tag}:done",
+        released=f"{tag}:released", applied=f"{tag}:applied", missing=f"{tag}:missing",
+        lock=f"{tag}:warm-lock", tag=tag,
     )
 
 
-def token_key(token: str) -> str:
-    return "seckill:auth:" + hashlib.sha256(token.encode()).hexdigest()
+@dataclass(frozen=True)
+class TokenKeys:
+    record: str  # hash: "u" -> user blob
+    claims: str  # hash: idempotency key -> claim (see KeyClaim)
 
+
+def token_digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@lru_cache(maxsize=65536)
+def token_keys(token: str) -> TokenKeys:
+    tag = f"seckill:auth:{{{token_digest(token)}}}"
+    return TokenKeys(record=tag, claims=f"{tag}:keys")
+
+
+def token_key(token: str) -> str:
+    return token_keys(token).record
+
+
+# --- Scripts ---------------------------------------------------------------------
 
 @lru_cache(maxsize=None)
 def _script(name: str) -> Script:
     # Script objects call EVALSHA and load the source once on NOSCRIPT; `.sha`
     # is known without a round trip, so the hot path can pipeline EVALSHA.
-    return redis().register_script((LUA_DIR / f"{name}.lua").read_text())
+    source = (LUA_DIR / "_lib.lua").read_text() + "\n" + (LUA_DIR / f"{name}.lua").read_text()
+    return redis().register_script(source)
 
 
-# --- Reservations ---------------------------------------------------------
+def _ms(setting: str) -> int:
+    return int(getattr(settings, setting)) * 1000
+
+
+def _chunks(items: Sequence, size: int = SCRIPT_CHUNK) -> Iterable[Sequence]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def _s(v: str | bytes) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+# --- Reservations --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Reservation:
+    """A reservation taken by the gate: what the in-flight entry, the confirm
+    message and the confirm all describe (formats: `lua/_lib.lua`, `messages`)."""
+
+    order_id: str
+    sku_id: str
+    user_id: int
+    quantity: int
+    idempotency_key: str
+    reserved_ms: int
+    epoch: int = 0
+
+    @classmethod
+    def from_entry(cls, sku_id: str, order_id: str | bytes, entry: str | bytes) -> "Reservation":
+        user, qty, ms, epoch, key = _s(entry).split("|", 4)
+        return cls(_s(order_id), sku_id, int(user), int(qty), key, int(ms), int(epoch))
+
 
 @dataclass(frozen=True)
 class ReserveResult:
-    code: int
+    code: Reserve
     order_id: str = ""
     value: int = 0
     limit: int = 0
+    reserved_ms: int = 0
+    epoch: int = 0
 
 
-def reserve(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str,
-            remember: tuple[str, str] | None = None) -> ReserveResult:
-    """Run reserve.lua. `remember` = (token, pointer): also mark the key as used
-    in the token's record, in the same round trip (a pipeline, not a script:
-    the token record lives in another slot)."""
+def _reserve_call(sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str):
     k = sku_keys(sku_id)
-    keys = [k.stock, k.buyers, k.inflight, k.idem, k.queue, k.missing]
-    args = [user_id, quantity, idempotency_key, order_id]
-    script = _script("reserve")
-    r = redis()
-    try:
-        if remember is None:
-            raw = r.evalsha(script.sha, len(keys), *keys, *args)
-        else:
-            pipe = r.pipeline(transaction=False)
-            pipe.hset(token_key(remember[0]), "i:" + idempotency_key, remember[1])
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-            raw = pipe.execute()[1]
-    except NoScriptError:
-        # Redis restarted or was flushed of scripts: load once, then call again.
-        raw = script(keys=keys, args=args)
-    code = int(raw[0])
-    if code in (OK, DUPLICATE):
+    keys = [k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.missing, k.released]
+    args = [user_id, quantity, idempotency_key, order_id, _ms("SECKILL_ORPHAN_GRACE_SECONDS"),
+            _ms("SECKILL_IDEMPOTENCY_SECONDS")]
+    return keys, args
+
+
+def _reserve_result(raw) -> ReserveResult:
+    code = Reserve(int(raw[0]))
+    if code is Reserve.OK:
+        return ReserveResult(code, _s(raw[1]), int(raw[2]), reserved_ms=int(raw[3]), epoch=int(raw[4]))
+    if code is Reserve.DUPLICATE:
         return ReserveResult(code, _s(raw[1]), int(raw[2]))
-    if code == KEY_REUSED:
+    if code is Reserve.KEY_REUSED:
         return ReserveResult(code, _s(raw[1]))
-    if code == SOLD_OUT:
+    if code is Reserve.SOLD_OUT:
         return ReserveResult(code, value=int(raw[1]))
-    if code == LIMIT_REACHED:
+    if code is Reserve.LIMIT_REACHED:
         return ReserveResult(code, value=int(raw[1]), limit=int(raw[2]))
     return ReserveResult(code)
 
 
-def release(*, sku_id: str, order_id: str) -> int:
-    k = sku_keys(sku_id)
-    return int(_script("release")(keys=[k.stock, k.buyers, k.inflight, k.idem, k.claims, k.released], args=[order_id]))
+def reserve(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str) -> ReserveResult:
+    keys, args = _reserve_call(sku_id, user_id, quantity, idempotency_key, order_id)
+    return _reserve_result(_script("reserve")(keys=keys, args=args))
 
 
 @dataclass(frozen=True)
-class InFlight:
+class KeyClaim:
+    """What an Idempotency-Key was first used for, by this token (its user)."""
+
     order_id: str
-    user_id: int
+    sku_id: str
     quantity: int
-    reserved_ms: int
-    version: int
-    idempotency_key: str
+    claimed_ms: int
+
+    @classmethod
+    def parse(cls, raw: str | bytes) -> "KeyClaim":
+        ms, qty, oid, sku = _s(raw).split("|", 3)
+        return cls(oid, sku, int(qty), int(ms))
 
 
-def parse_inflight(order_id: str, entry: str | bytes) -> InFlight:
-    user, qty, ts, version, key = _s(entry).split("|", 4)
-    return InFlight(order_id, int(user), int(qty), int(ts), int(version), key)
+def reserve_claiming_key(*, token: str, sku_id: str, user_id: int, quantity: int, idempotency_key: str,
+                         order_id: str) -> tuple[KeyClaim | None, ReserveResult]:
+    """Claim the key for this order (token slot) and reserve (SKU slot) in one
+    round trip. Returns (the claim that won if another did, the reserve result):
+    when another request claimed the key first, the caller undoes this reserve."""
+    tk = token_keys(token)
+    keys, args = _reserve_call(sku_id, user_id, quantity, idempotency_key, order_id)
+    claim, reserve_script = _script("key_claim"), _script("reserve")
+    claim_args = [idempotency_key, quantity, order_id, sku_id, _ms("SECKILL_IDEMPOTENCY_SECONDS")]
+    pipe = redis().pipeline(transaction=False)
+    pipe.evalsha(claim.sha, 1, tk.claims, *claim_args)
+    pipe.evalsha(reserve_script.sha, len(keys), *keys, *args)
+    won, raw = pipe.execute(raise_on_error=False)
+    # Each command of a pipeline runs on its own: after a Redis restart one of
+    # the scripts may be unknown while the other ran. Load and run just that one.
+    if isinstance(won, NoScriptError):
+        won = claim(keys=[tk.claims], args=claim_args)
+    if isinstance(raw, NoScriptError):
+        raw = reserve_script(keys=keys, args=args)
+    for result in (won, raw):
+        if isinstance(result, Exception):
+            raise result
+    other = None if int(won[0]) == 1 else KeyClaim.parse(won[1])
+    return other, _reserve_result(raw)
 
 
-def claim(*, sku_id: str, order_ids: list[str], batch: int) -> tuple[dict[str, str], list[InFlight]]:
-    """Claim the message's reservations and up to `batch` others. Returns the
-    state of each own id and every claimed in-flight entry."""
+def key_forget(*, token: str, idempotency_key: str, order_id: str) -> None:
+    """Drop the key's claim if it still names this order (a refused request
+    claims nothing, so the client may fix the body and retry with the key)."""
+    _script("key_forget")(keys=[token_keys(token).claims], args=[idempotency_key, order_id])
+
+
+def release(*, sku_id: str, order_id: str) -> Release:
     k = sku_keys(sku_id)
-    raw = _script("claim")(keys=[k.inflight, k.queue, k.claims, k.done, k.released], args=[batch, *order_ids])
-    n = int(raw[0])
-    states = {oid: _s(raw[1 + i]) for i, oid in enumerate(order_ids)}
-    assert len(states) == n
-    items = [parse_inflight(_s(raw[i]), raw[i + 1]) for i in range(1 + n, len(raw), 2)]
+    return Release(int(_script("release")(
+        keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.claims, k.done, k.released],
+        args=[order_id, _ms("SECKILL_MARKER_LIFETIME_SECONDS")])))
+
+
+def claim(*, sku_id: str, order_ids: Sequence[str]) -> tuple[dict[str, Claim], list[Reservation]]:
+    """Claim reservations for a confirm. Returns each id's state and the claimed
+    reservations as Redis holds them."""
+    k = sku_keys(sku_id)
+    states: dict[str, Claim] = {}
+    items: list[Reservation] = []
+    for part in _chunks(list(order_ids)):
+        raw = _script("claim")(keys=[k.inflight, k.claims, k.done, k.released], args=list(part))
+        n = len(part)
+        states.update({oid: Claim(_s(raw[i])) for i, oid in enumerate(part)})
+        items += [Reservation.from_entry(sku_id, raw[i], raw[i + 1]) for i in range(n, len(raw), 2)]
     return states, items
 
 
-def settle(*, sku_id: str, confirmed: list[str], failed: list[str], given_back: list[str] = ()) -> int:
-    if not confirmed and not failed and not given_back:
-        return 0
+def settle(*, sku_id: str, confirmed: Sequence[str], failed: Sequence[str] = (),
+           given_back: Sequence[str] = ()) -> int:
+    """Close reservations the confirm decided (see settle.lua for the three lists)."""
     k = sku_keys(sku_id)
-    return int(
-        _script("settle")(
-            keys=[k.stock, k.buyers, k.inflight, k.claims, k.done],
-            args=[len(confirmed), len(failed), *confirmed, *failed, *given_back],
-        )
-    )
+    keys = [k.stock, k.buyers, k.inflight, k.due, k.claims, k.done]
+    lifetime = _ms("SECKILL_DONE_MARKER_SECONDS")
+    settled = 0
+    tagged = [(0, o) for o in confirmed] + [(1, o) for o in failed] + [(2, o) for o in given_back]
+    for part in _chunks(tagged):
+        c = [o for t, o in part if t == 0]
+        f = [o for t, o in part if t == 1]
+        g = [o for t, o in part if t == 2]
+        settled += int(_script("settle")(keys=keys, args=[len(c), len(f), lifetime, *c, *f, *g]))
+    return settled
 
 
-GIVE_APPLIED, GIVE_ALREADY, GIVE_NOT_WARM = 1, 0, -1
+def due(*, sku_id: str, cap: int, ahead_ms: int = 0) -> list[Reservation]:
+    """Reservations the orphan sweep should publish again (each gets its next deadline)."""
+    k = sku_keys(sku_id)
+    raw = _script("due")(keys=[k.inflight, k.due, k.claims],
+                         args=[cap, _ms("SECKILL_ORPHAN_GRACE_SECONDS"), _ms("SECKILL_ORPHAN_MAX_WAIT_SECONDS"),
+                               ahead_ms])
+    return [Reservation.from_entry(sku_id, raw[i], raw[i + 1]) for i in range(0, len(raw), 2)]
 
+
+def inflight_entries(*, sku_id: str) -> list[Reservation]:
+    """Every reservation in flight (tests and the admin; bounded by what is in flight)."""
+    raw = redis().hgetall(sku_keys(sku_id).inflight)
+    return [Reservation.from_entry(sku_id, oid, e) for oid, e in raw.items()]
+
+
+def inflight_count(*, sku_ids: Sequence[str]) -> dict[str, int]:
+    pipe = redis().pipeline(transaction=False)
+    for sku_id in sku_ids:
+        pipe.hlen(sku_keys(sku_id).inflight)
+    return dict(zip(sku_ids, (int(n) for n in pipe.execute())))
+
+
+def inflight_find(*, candidates: Sequence[tuple[str, str]]) -> list[Reservation]:
+    """Which of these (sku_id, order_id) pairs are in flight (one round trip)."""
+    if not candidates:
+        return []
+    pipe = redis().pipeline(transaction=False)
+    for sku_id, order_id in candidates:
+        pipe.hget(sku_keys(sku_id).inflight, order_id)
+    return [Reservation.from_entry(sku_id, oid, e)
+            for (sku_id, oid), e in zip(candidates, pipe.execute()) if e is not None]
+
+
+def is_settled(*, sku_id: str, order_id: str) -> bool:
+    return redis().zscore(sku_keys(sku_id).done, order_id) is not None
+
+
+# --- Gives, freezes, repairs, sale data -----------------------------------------------
 
 def give(*, sku_id: str, op_id: str, quantity: int, user_id: int | None = None,
-         total_delta: int = 0, frozen_delta: int = 0) -> int:
+         total_delta: int = 0, frozen_delta: int = 0) -> Give:
     k = sku_keys(sku_id)
-    return int(_script("give")(keys=[k.stock, k.buyers, k.applied],
-                               args=[op_id, quantity, "" if user_id is None else user_id,
-                                     total_delta, frozen_delta]))
+    return Give(int(_script("give")(
+        keys=[k.stock, k.buyers, k.applied],
+        args=[op_id, quantity, "" if user_id is None else user_id, total_delta, frozen_delta,
+              _ms("SECKILL_MARKER_LIFETIME_SECONDS")])))
 
 
-FREEZE_TAKEN, FREEZE_REFUSED, FREEZE_ALREADY, FREEZE_NOT_WARM = 1, 0, 2, -1
-
-
-def freeze(*, sku_id: str, op_id: str, quantity: int) -> int:
+def freeze(*, sku_id: str, op_id: str, quantity: int) -> Freeze:
     k = sku_keys(sku_id)
-    return int(_script("freeze")(keys=[k.stock, k.applied], args=[op_id, quantity]))
+    return Freeze(int(_script("freeze")(keys=[k.stock, k.applied],
+                                        args=[op_id, quantity, _ms("SECKILL_MARKER_LIFETIME_SECONDS")])))
+
+
+def freeze_cancel(*, sku_id: str, op_id: str, quantity: int) -> int:
+    k = sku_keys(sku_id)
+    return int(_script("freeze_cancel")(keys=[k.stock, k.applied],
+                                        args=[op_id, quantity, _ms("SECKILL_MARKER_LIFETIME_SECONDS")]))
+
+
+def is_applied(*, sku_id: str, op_id: str) -> bool:
+    return redis().zscore(sku_keys(sku_id).applied, op_id) is not None
+
+
+def adjust_available(*, sku_id: str, repair_id: str, delta: int) -> int | None:
+    k = sku_keys(sku_id)
+    out = _script("adjust")(keys=[k.stock, k.applied],
+                            args=[repair_id, delta, _ms("SECKILL_MARKER_LIFETIME_SECONDS")])
+    return None if out is None else int(out)
+
+
+def meta_update(*, sku_id: str, per_user_limit: int, starts_ms: int, ends_ms: int, status: str,
+                version: int) -> Meta:
+    return Meta(int(_script("meta")(keys=[sku_keys(sku_id).stock],
+                                    args=[per_user_limit, starts_ms, ends_ms, status, version])))
 
 
 def snapshot_drop_if_idle(*, sku_id: str) -> bool:
     k = sku_keys(sku_id)
-    return bool(_script("rebuild")(keys=[k.stock, k.inflight, k.buyers, k.idem, k.applied], args=[]))
+    return bool(_script("rebuild")(keys=[k.stock, k.inflight, k.buyers, k.idem, k.idem_age, k.applied], args=[]))
 
 
 @dataclass(frozen=True)
 class Observation:
     available: int | None  # None: no snapshot
-    inflight: list[InFlight]
+    inflight: list[Reservation]
     applied: dict[str, bool]
 
 
-def observe(*, sku_id: str, give_ids: list[str]) -> Observation:
+def observe(*, sku_id: str, op_ids: Sequence[str]) -> Observation:
     k = sku_keys(sku_id)
-    avail, flat, flags = _script("observe")(keys=[k.stock, k.inflight, k.applied], args=give_ids)
-    entries = [parse_inflight(_s(flat[i]), flat[i + 1]) for i in range(0, len(flat), 2)]
+    avail, flat, flags = _script("observe")(keys=[k.stock, k.inflight, k.applied], args=list(op_ids))
+    entries = [Reservation.from_entry(sku_id, flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
     return Observation(None if avail is None else int(avail), entries,
-                       {g: bool(f) for g, f in zip(give_ids, flags)})
+                       {g: bool(f) for g, f in zip(op_ids, flags)})
 
 
-def adjust_available(*, sku_id: str, repair_id: str, delta: int) -> int | None:
-    k = sku_keys(sku_id)
-    out = _script("adjust")(keys=[k.stock, k.applied], args=[repair_id, delta])
-    return None if out is None else int(out)
-
-
-def meta_update(*, sku_id: str, per_user_limit: int, starts_ms: int, ends_ms: int, status: str,
-                version: int) -> bool:
-    return bool(_script("meta")(keys=[sku_keys(sku_id).stock],
-                                args=[per_user_limit, starts_ms, ends_ms, status, version]))
-
-
-def inflight_entries(*, sku_id: str) -> list[InFlight]:
-    raw = redis().hgetall(sku_keys(sku_id).inflight)
-    return [parse_inflight(_s(oid), e) for oid, e in raw.items()]
-
-
-def is_settled(*, sku_id: str, order_id: str) -> bool:
-    return bool(redis().sismember(sku_keys(sku_id).done, order_id))
-
-
-# --- Snapshots --------------------------------------------------------------
+# --- Snapshots ----------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -236,8 +415,10 @@ class Snapshot:
     ends_ms: int
     status: str
     buyers: dict[int, int]
-    idempotency: dict[str, str]
-    applied_gives: tuple[str, ...] = ()
+    # "user:key" -> ("order_id|quantity", recorded ms)
+    idempotency: dict[str, tuple[str, int]]
+    applied_ops: tuple[str, ...] = ()
+    epoch: int = 1
 
 
 def snapshot_exists(*, sku_id: str) -> bool:
@@ -245,20 +426,22 @@ def snapshot_exists(*, sku_id: str) -> bool:
 
 
 def snapshot_load(*, sku_id: str, snapshot: Snapshot) -> bool:
-    """Write the snapshot unless one is there already. Returns True if loaded."""
+    """Write the snapshot unless one is there already. Returns True if loaded.
+
+    The parts are staged in bounded chunks, then moved into place by one script,
+    so the gate never sees half a snapshot."""
     k = sku_keys(sku_id)
-    args: list[object] = [
-        snapshot.available, snapshot.total, snapshot.frozen, 0, snapshot.version,
-        snapshot.per_user_limit, snapshot.starts_ms, snapshot.ends_ms, snapshot.status,
-        len(snapshot.buyers),
-    ]
-    for user_id, units in snapshot.buyers.items():
-        args += [user_id, units]
-    args.append(len(snapshot.idempotency))
-    for field, value in snapshot.idempotency.items():
-        args += [field, value]
-    args += list(snapshot.applied_gives)
-    return bool(_script("warm")(keys=[k.stock, k.buyers, k.idem, k.missing, k.applied], args=args))
+    stage = k.stage(uuid.uuid4().hex)
+    stager = _script("warm_stage")
+    buyers = [x for pair in snapshot.buyers.items() for x in pair]
+    idem = [x for field, (value, ms) in snapshot.idempotency.items() for x in (field, value, ms)]
+    for kind, flat, width in (("b", buyers, 2), ("i", idem, 3), ("a", list(snapshot.applied_ops), 1)):
+        for part in _chunks(flat, SCRIPT_CHUNK * width):
+            stager(keys=list(stage), args=[kind, STAGE_TTL_SECONDS, *part])
+    header = [snapshot.available, snapshot.total, snapshot.frozen, snapshot.epoch, snapshot.version,
+              snapshot.per_user_limit, snapshot.starts_ms, snapshot.ends_ms, snapshot.status]
+    return bool(_script("warm")(
+        keys=[k.stock, k.buyers, k.idem, k.idem_age, k.applied, k.missing, k.inflight, *stage], args=header))
 
 
 def warm_lock_acquire(*, sku_id: str) -> str | None:
@@ -270,10 +453,9 @@ def warm_lock_acquire(*, sku_id: str) -> str | None:
 
 def warm_lock_release(*, sku_id: str, token: str) -> None:
     lock = sku_keys(sku_id).lock
-    r = redis()
     # Compare-and-delete; a plain DEL could drop another process's lock.
-    r.eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-           1, lock, token)
+    redis().eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+                 1, lock, token)
 
 
 def wait_for_snapshot(*, sku_id: str, timeout_s: float = 3.0) -> bool:
@@ -302,74 +484,61 @@ class LiveStock:
     version: int
 
 
+_LIVE_FIELDS = ("available", "total", "frozen", "inflight", "version")
+
+
 def live_stock(*, sku_id: str) -> LiveStock | None:
-    vals = redis().hmget(sku_keys(sku_id).stock, "available", "total", "frozen", "inflight", "version")
-    if vals[0] is None:
-        return None
-    return LiveStock(*(int(v or 0) for v in vals))
+    vals = redis().hmget(sku_keys(sku_id).stock, *_LIVE_FIELDS)
+    return None if vals[0] is None else LiveStock(*(int(v or 0) for v in vals))
 
 
-def live_stock_many(*, sku_ids: list[str]) -> dict[str, LiveStock | None]:
+def live_stock_many(*, sku_ids: Sequence[str]) -> dict[str, LiveStock | None]:
     pipe = redis().pipeline(transaction=False)
     for sku_id in sku_ids:
-        pipe.hmget(sku_keys(sku_id).stock, "available", "total", "frozen", "inflight", "version")
-    out: dict[str, LiveStock | None] = {}
-    for sku_id, vals in zip(sku_ids, pipe.execute()):
-        out[sku_id] = None if vals[0] is None else LiveStock(*(int(v or 0) for v in vals))
-    return out
+        pipe.hmget(sku_keys(sku_id).stock, *_LIVE_FIELDS)
+    return {sku_id: None if vals[0] is None else LiveStock(*(int(v or 0) for v in vals))
+            for sku_id, vals in zip(sku_ids, pipe.execute())}
 
 
-def inflight_of_user(*, sku_ids: list[str], user_id: int) -> list[tuple[str, InFlight]]:
-    """The user's reservations still in flight, across SKUs (one round trip)."""
-    if not sku_ids:
-        return []
-    pipe = redis().pipeline(transaction=False)
-    for sku_id in sku_ids:
-        pipe.hgetall(sku_keys(sku_id).inflight)
-    out = []
-    prefix = f"{user_id}|".encode()
-    for sku_id, entries in zip(sku_ids, pipe.execute()):
-        for oid, entry in entries.items():
-            if entry.startswith(prefix):
-                out.append((sku_id, parse_inflight(_s(oid), entry)))
-    return out
-
-
-def find_inflight(*, sku_ids: list[str], order_id: str) -> tuple[str, InFlight] | None:
-    """Which SKU holds this reservation in flight, if any (one round trip)."""
-    pipe = redis().pipeline(transaction=False)
-    for sku_id in sku_ids:
-        pipe.hget(sku_keys(sku_id).inflight, order_id)
-    for sku_id, entry in zip(sku_ids, pipe.execute()):
-        if entry is not None:
-            return sku_id, parse_inflight(order_id, entry)
-    return None
-
-
-# --- Cached token authentication -------------------------------------------
-# One hash per token: field "u" holds "user_id|is_active|is_staff|username" (or
-# "-" for a token MySQL does not know); field "i:<idempotency key>" holds
-# "<sku_id>|<quantity>" of the request that used the key, read in the same round
-# trip as the authentication. It only tells that a key was used (a retry must
-# get its first answer from the gate, never a shortcut "sold out") and with
-# which body (another body answers 422 at once).
+# --- Cached token authentication and Idempotency-Key claims --------------------------------
+# The token record's field "u" holds "user_id|is_active|is_staff|username", or "-"
+# for a token MySQL does not know. Its claims hash maps each Idempotency-Key the
+# token used to the order it made (KeyClaim), read in the same round trip as the
+# authentication: a retry is answered with its first order, another body with
+# 422, whatever the SKU.
 
 TOKEN_NEGATIVE_TTL_SECONDS = 60
 
 
-def token_lookup(*, token: str, idempotency_key: str | None) -> tuple[str | None, str | None]:
-    fields = ["u", "i:" + idempotency_key] if idempotency_key else ["u"]
-    vals = redis().hmget(token_key(token), fields)
+def token_lookup(*, token: str, idempotency_key: str | None) -> tuple[str | None, KeyClaim | None]:
+    tk = token_keys(token)
+    pipe = redis().pipeline(transaction=False)
+    pipe.hget(tk.record, "u")
+    if idempotency_key:
+        pipe.hget(tk.claims, idempotency_key)
+    vals = pipe.execute()
     user = _s(vals[0]) if vals[0] is not None else None
-    pointer = _s(vals[1]) if len(vals) > 1 and vals[1] is not None else None
-    return user, pointer
+    claim_raw = vals[1] if len(vals) > 1 else None
+    prior = None
+    if claim_raw is not None:
+        prior = KeyClaim.parse(claim_raw)
+        if time.time() * 1000 - prior.claimed_ms >= _ms("SECKILL_IDEMPOTENCY_SECONDS"):
+            prior = None  # past its lifetime: the key is free again
+    return user, prior
+
+
+def user_claims(*, token: str) -> list[KeyClaim]:
+    """The orders this token's keys made within the idempotency lifetime
+    (the per-user index of orders that may still be in flight)."""
+    raw = redis().hvals(token_keys(token).claims)
+    horizon = time.time() * 1000 - _ms("SECKILL_IDEMPOTENCY_SECONDS")
+    return [c for c in (KeyClaim.parse(v) for v in raw) if c.claimed_ms >= horizon]
 
 
 def token_store(*, token: str, user_blob: str) -> None:
     """Authoritative write (a token or its user changed in MySQL)."""
-    r = redis()
-    key = token_key(token)
-    pipe = r.pipeline(transaction=True)
+    key = token_keys(token).record
+    pipe = redis().pipeline(transaction=True)
     pipe.hset(key, "u", user_blob)
     pipe.persist(key)
     pipe.execute()
@@ -377,7 +546,7 @@ def token_store(*, token: str, user_blob: str) -> None:
 
 def token_fill(*, token: str, user_blob: str | None) -> None:
     """Lazy fill after a cache miss; never overrides an authoritative write."""
-    key = token_key(token)
+    key = token_keys(token).record
     r = redis()
     if user_blob is None:
         if r.hsetnx(key, "u", "-"):
@@ -387,22 +556,34 @@ def token_fill(*, token: str, user_blob: str | None) -> None:
 
 
 def token_revoke(*, token: str) -> None:
-    r = redis()
-    key = token_key(token)
-    pipe = r.pipeline(transaction=True)
-    pipe.delete(key)
-    pipe.hset(key, "u", "-")
-    pipe.expire(key, TOKEN_NEGATIVE_TTL_SECONDS * 60)
+    tk = token_keys(token)
+    pipe = redis().pipeline(transaction=True)
+    pipe.delete(tk.record)
+    pipe.hset(tk.record, "u", "-")
+    pipe.expire(tk.record, TOKEN_NEGATIVE_TTL_SECONDS * 60)
     pipe.execute()
-
-
-def token_forget_key(*, token: str, idempotency_key: str) -> None:
-    redis().hdel(token_key(token), "i:" + idempotency_key)
 
 
 def ping() -> bool:
     return bool(redis().ping())
 
 
-def _s(v: str | bytes) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
+# --- Liveness of the confirm consumers ---------------------------------------------------
+
+CONSUMERS_KEY = "seckill:consumers"  # zset identity -> last beat (ms)
+
+
+def consumer_beat(*, identity: str, consuming: bool) -> None:
+    now = int(time.time() * 1000)
+    pipe = redis().pipeline(transaction=False)
+    if consuming:
+        pipe.zadd(CONSUMERS_KEY, {identity: now})
+    else:
+        pipe.zrem(CONSUMERS_KEY, identity)
+    pipe.zremrangebyscore(CONSUMERS_KEY, "-inf", now - 3_600_000)
+    pipe.execute()
+
+
+def consumers_alive(*, within_s: float) -> list[str]:
+    now = int(time.time() * 1000)
+    return [_s(m) for m in redis().zrangebyscore(CONSUMERS_KEY, now - int(within_s * 1000), "+inf")]

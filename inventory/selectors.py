@@ -8,10 +8,11 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from inventory import redis_store
-from inventory.models import OutboxMessage, Sku
+from inventory.models import InventoryLog, OutboxMessage, Sku
 
-# A give older than this is surely applied (the relay sends within seconds).
-GIVE_MEMORY_DAYS = 7
+# Ended SKUs are still swept this long after they ended, while reservations
+# of theirs are in flight.
+ENDED_SWEEP_HORIZON = timedelta(days=7)
 
 
 def epoch_ms(dt: datetime | None) -> int:
@@ -31,39 +32,68 @@ def sku_ids_live() -> list[str]:
     return list(Sku.objects.exclude(status=Sku.Status.ENDED).values_list("sku_id", flat=True))
 
 
-def sku_snapshot(*, sku: Sku) -> redis_store.Snapshot:
-    """What Redis should hold for a SKU, recomputed from MySQL rows (call it
-    with the SKU row locked, so no give commits between the reads).
+def sku_ids_sweepable() -> list[str]:
+    """SKUs the sweeps visit: the live ones, and the ones that ended recently
+    while reservations of theirs are still in flight (a reservation accepted
+    before the end must still become an order)."""
+    live = sku_ids_live()
+    ended = list(Sku.objects.filter(status=Sku.Status.ENDED,
+                                    status_changed_at__gte=timezone.now() - ENDED_SWEEP_HORIZON)
+                 .values_list("sku_id", flat=True))
+    if ended:
+        counts = redis_store.inflight_count(sku_ids=ended)
+        live += [s for s in ended if counts.get(s)]
+    return live
 
-    Per-user counts and idempotency records come from the orders, so a Redis
-    that lost its data still enforces the limit and answers retries.
-    """
-    from orders.models import Order
 
-    held = (
-        Order.objects.filter(sku_id=sku.sku_id, status__in=[Order.Status.PENDING_PAYMENT, Order.Status.PAID])
-        .values("user_id")
-        .annotate(units=Sum("quantity"))
-    )
-    keyed = Order.objects.filter(sku_id=sku.sku_id, idempotency_key__isnull=False).values_list(
-        "user_id", "idempotency_key", "order_id", "quantity"
-    )
-    since = timezone.now() - timedelta(days=GIVE_MEMORY_DAYS)
-    gives = OutboxMessage.objects.filter(
-        sku_id=sku.sku_id, topic=OutboxMessage.Topic.STOCK_GIVE, created_at__gte=since
-    ).values_list("op_id", flat=True)
+@dataclass(frozen=True)
+class PendingOp:
+    op_id: str
+    quantity: int
+
+
+def pending_gives(*, sku_id: str) -> list[PendingOp]:
+    """Gives committed in MySQL whose Redis half is not known to be applied."""
+    from inventory.services.gives import GIVE_OPERATIONS
+
+    rows = InventoryLog.objects.filter(sku_id=sku_id, status=InventoryLog.Status.PENDING,
+                                       operation__in=GIVE_OPERATIONS).values_list("op_id", flat=True)
+    ops = list(rows)
+    payloads = dict(OutboxMessage.objects.filter(op_id__in=ops).values_list("op_id", "payload")) if ops else {}
+    return [PendingOp(op, int(payloads.get(op, {}).get("quantity", 0))) for op in ops]
+
+
+def pending_freezes(*, sku_id: str) -> list[PendingOp]:
+    """Freezes between their intent and their MySQL move (their Redis take may
+    or may not have happened)."""
+    rows = InventoryLog.objects.filter(sku_id=sku_id, status=InventoryLog.Status.PENDING,
+                                       operation=InventoryLog.Operation.FREEZE).values_list("op_id", "quantity")
+    return [PendingOp(op, q) for op, q in rows]
+
+
+def sku_snapshot(*, sku: Sku, holdings) -> redis_store.Snapshot:
+    """What Redis should hold for a SKU, from MySQL (call it with the SKU row
+    locked, so no give or freeze commits between the reads). Bounded: buyers
+    that hold units, idempotency records within their lifetime (from
+    `holdings`), and the gives and freezes still pending.
+
+    A pending freeze counts as taken (its Redis take may already have happened
+    in the Redis that was lost, or may come: it then finds itself applied)."""
+    gives = pending_gives(sku_id=sku.sku_id)
+    freezes = pending_freezes(sku_id=sku.sku_id)
+    frozen_pending = sum(f.quantity for f in freezes)
     return redis_store.Snapshot(
-        available=sku.available_stock,
+        available=sku.available_stock - frozen_pending,
         total=sku.total_stock,
-        frozen=sku.frozen_stock,
+        frozen=sku.frozen_stock + frozen_pending,
         version=sku.version,
         per_user_limit=sku.per_user_limit,
         starts_ms=epoch_ms(sku.sale_starts_at),
         ends_ms=epoch_ms(sku.sale_ends_at),
         status=sku.status,
-        buyers={row["user_id"]: row["units"] for row in held if row["units"]},
-        idempotency={f"{u}:{k}": f"{oid}|{q}" for u, k, oid, q in keyed},
-        applied_gives=tuple(gives),
+        buyers=dict(holdings.buyers),
+        idempotency=dict(holdings.idempotency),
+        applied_ops=tuple(g.op_id for g in gives) + tuple(f.op_id for f in freezes),
     )
 
 
@@ -111,3 +141,14 @@ def dashboard_rows() -> list[DashboardRow]:
         counts.setdefault(row["sku_id"], {})[row["status"]] = row["n"]
     live = redis_store.live_stock_many(sku_ids=[s.sku_id for s in skus]) if skus else {}
     return [DashboardRow(s, live.get(s.sku_id), counts.get(s.sku_id, {})) for s in skus]
+
+
+def released_order_ids(*, order_ids: list[str]) -> set[str]:
+    """Reservations undone at the request (their publish failed): never orders."""
+    if not order_ids:
+        return set()
+    from inventory.models import ConsumerDedup
+
+    rows = ConsumerDedup.objects.filter(business_id__in=[ConsumerDedup.confirm_id(o) for o in order_ids],
+                                        operation=ConsumerDedup.RELEASED).values_list("business_id", flat=True)
+    return {b.rsplit(":", 1)[0] for b in rows}

@@ -1,7 +1,7 @@
-"""HMAC signatures for task bodies: a consumer refuses a body it did not sign.
+"""HMAC signatures for message bodies: a consumer refuses a body it did not sign.
 
-The key comes from the environment (SECKILL_TASK_SIGNING_KEY, or derived from
-DJANGO_SECRET_KEY), so a message forged on a shared broker changes nothing.
+The key comes from the environment (SECKILL_TASK_SIGNING_KEY), so a message
+forged on a shared broker changes nothing.
 """
 from __future__ import annotations
 
@@ -14,7 +14,25 @@ from django.conf import settings
 
 
 class BadSignature(Exception):
-    """A task body whose signature does not match: never executed."""
+    """A message whose signature does not match: never executed."""
+
+
+def _key() -> bytes:
+    return settings.CELERY_TASK_SIGNING_KEY.encode()
+
+
+def sign_bytes(body: bytes) -> str:
+    return hmac.new(_key(), body, hashlib.sha256).hexdigest()
+
+
+def verify_bytes(body: bytes, signature: Any) -> bytes:
+    if not isinstance(signature, (str, bytes)):
+        raise BadSignature("unsigned message")
+    if isinstance(signature, bytes):
+        signature = signature.decode("ascii", "replace")
+    if not hmac.compare_digest(sign_bytes(body), signature):
+        raise BadSignature("signature mismatch")
+    return body
 
 
 def _canonical(payload: dict[str, Any]) -> bytes:
@@ -22,12 +40,12 @@ def _canonical(payload: dict[str, Any]) -> bytes:
 
 
 def sign(payload: dict[str, Any]) -> str:
-    return hmac.new(settings.CELERY_TASK_SIGNING_KEY.encode(), _canonical(payload), hashlib.sha256).hexdigest()
+    """Signature of a Celery task payload (a dict travelling as a task argument)."""
+    return sign_bytes(_canonical(payload))
 
 
 def verify(payload: Any, signature: Any) -> dict[str, Any]:
     if not isinstance(payload, dict) or not isinstance(signature, str):
         raise BadSignature("malformed task body")
-    if not hmac.compare_digest(sign(payload), signature):
-        raise BadSignature("signature mismatch")
+    verify_bytes(_canonical(payload), signature)
     return payload

@@ -25,10 +25,12 @@ class Order(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PROCESSING)
     # NULL only for an order refused because the same key already made another
     # order (possible only after Redis lost its idempotency records).
-    idempotency_key = models.CharField(max_length=64, null=True, blank=True)
+    # Binary collation: a key is an opaque, case-sensitive string (API.md), and
+    # MySQL must compare it exactly as Redis does.
+    idempotency_key = models.CharField(max_length=64, null=True, blank=True, db_collation="utf8mb4_bin")
     failure_reason = models.CharField(max_length=64, blank=True, default="")
     # The payment provider's id (unique): a webhook delivered twice pays once.
-    payment_id = models.CharField(max_length=128, null=True, blank=True, unique=True)
+    payment_id = models.CharField(max_length=128, null=True, blank=True, unique=True, db_collation="utf8mb4_bin")
     created_at = models.DateTimeField(help_text="When Redis accepted the reservation.")
     confirmed_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -42,6 +44,10 @@ class Order(models.Model):
             models.Index(fields=["user", "created_at"], name="order_user_time"),
             models.Index(fields=["status", "expires_at"], name="order_status_expiry"),
             models.Index(fields=["sku", "status"], name="order_sku_status"),
+            # The confirm reads the units each buyer holds of a SKU; snapshots
+            # read a SKU's recent orders (its idempotency records).
+            models.Index(fields=["sku", "user", "status"], name="order_sku_user"),
+            models.Index(fields=["sku", "created_at"], name="order_sku_time"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["user", "idempotency_key"], name="order_one_per_user_key"),

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime, timedelta, timezone as dt_timezone
 
-from django.db.models import QuerySet
+from django.conf import settings
+from django.db.models import QuerySet, Sum
+from django.utils import timezone
 
-from inventory import redis_store, selectors as inventory_selectors
+from inventory import redis_store
+from inventory.services.skus import Holdings
 from orders.models import Order
 
 ORDER_ID_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -31,46 +34,67 @@ class OrderView:
         return cls(o.order_id, o.sku_id, o.quantity, o.status, o.created_at, o.expires_at,
                    o.confirmed_at, o.paid_at, o.closed_at, o.failure_reason)
 
+    @classmethod
+    def processing(cls, r: redis_store.Reservation) -> "OrderView":
+        return cls(order_id=r.order_id, sku_id=r.sku_id, quantity=r.quantity, status=Order.Status.PROCESSING,
+                   created_at=datetime.fromtimestamp(r.reserved_ms / 1000, tz=dt_timezone.utc), expires_at=None)
 
-def order_get(*, user_id: int, order_id: str) -> OrderView | None:
+
+def _in_flight(*, user_id: int, token: str, order_ids: set[str] | None = None) -> list[redis_store.Reservation]:
+    """The caller's reservations still in flight, found through the orders its
+    token's Idempotency-Keys made (an index per user, so the cost does not grow
+    with other buyers' reservations)."""
+    claims = redis_store.user_claims(token=token)
+    candidates = [(c.sku_id, c.order_id) for c in claims if order_ids is None or c.order_id in order_ids]
+    return [r for r in redis_store.inflight_find(candidates=candidates) if r.user_id == user_id]
+
+
+def order_get(*, user_id: int, token: str, order_id: str) -> OrderView | None:
     """The caller's order, or None (also for another user's order)."""
     if not ORDER_ID_RE.match(order_id):
         return None
     row = Order.objects.filter(pk=order_id, user_id=user_id).first()
     if row is not None:
         return OrderView.of(row)
-    found = redis_store.find_inflight(sku_ids=inventory_selectors.sku_ids_live(), order_id=order_id)
-    if found is None:
-        # The confirm commits in MySQL and then settles Redis: it may have done
-        # both between the two reads above.
-        row = Order.objects.filter(pk=order_id, user_id=user_id).first()
-        return OrderView.of(row) if row is not None else None
-    sku_id, entry = found
-    if entry.user_id != user_id:
-        return None
-    # The confirm may have committed between the two reads.
+    found = _in_flight(user_id=user_id, token=token, order_ids={order_id})
+    # The confirm commits in MySQL and then settles Redis: it may have done
+    # both between the two reads.
     row = Order.objects.filter(pk=order_id, user_id=user_id).first()
     if row is not None:
         return OrderView.of(row)
-    return OrderView(
-        order_id=order_id, sku_id=sku_id, quantity=entry.quantity, status=Order.Status.PROCESSING,
-        created_at=datetime.fromtimestamp(entry.reserved_ms / 1000, tz=dt_timezone.utc), expires_at=None,
-    )
+    return OrderView.processing(found[0]) if found else None
 
 
 def order_list(*, user_id: int) -> QuerySet[Order]:
     return Order.objects.filter(user_id=user_id).order_by("-created_at", "-order_id")
 
 
-def orders_in_flight(*, user_id: int) -> list[OrderView]:
+def orders_in_flight(*, user_id: int, token: str) -> list[OrderView]:
     """The caller's orders accepted by the gate and not yet in MySQL (PROCESSING)."""
-    found = redis_store.inflight_of_user(sku_ids=inventory_selectors.sku_ids_live(), user_id=user_id)
+    found = _in_flight(user_id=user_id, token=token)
     if not found:
         return []
-    stored = set(Order.objects.filter(pk__in=[e.order_id for _, e in found]).values_list("order_id", flat=True))
-    views = [
-        OrderView(order_id=e.order_id, sku_id=sku_id, quantity=e.quantity, status=Order.Status.PROCESSING,
-                  created_at=datetime.fromtimestamp(e.reserved_ms / 1000, tz=dt_timezone.utc), expires_at=None)
-        for sku_id, e in found if e.order_id not in stored
-    ]
+    stored = set(Order.objects.filter(pk__in=[r.order_id for r in found]).values_list("order_id", flat=True))
+    views = [OrderView.processing(r) for r in found if r.order_id not in stored]
     return sorted(views, key=lambda v: (v.created_at, v.order_id), reverse=True)
+
+
+def order_states(*, order_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """Status and failure reason of the orders MySQL has among these ids."""
+    return {oid: (st, why) for oid, st, why in
+            Order.objects.filter(order_id__in=order_ids).values_list("order_id", "status", "failure_reason")}
+
+
+def sku_holdings(sku_id: str) -> Holdings:
+    """What a SKU's orders hold, for its Redis snapshot (inventory asks through
+    `holdings_source_register`). Bounded: buyers holding units (at most the
+    stock), and the idempotency records within their lifetime."""
+    held = (Order.objects.filter(sku_id=sku_id, status__in=[Order.Status.PENDING_PAYMENT, Order.Status.PAID])
+            .values("user_id").annotate(units=Sum("quantity")))
+    since = timezone.now() - timedelta(seconds=settings.SECKILL_IDEMPOTENCY_SECONDS)
+    keyed = (Order.objects.filter(sku_id=sku_id, created_at__gte=since, idempotency_key__isnull=False)
+             .values_list("user_id", "idempotency_key", "order_id", "quantity", "created_at"))
+    return Holdings(
+        buyers={row["user_id"]: row["units"] for row in held if row["units"]},
+        idempotency={f"{u}:{k}": (f"{oid}|{q}", int(created.timestamp() * 1000)) for u, k, oid, q, created in keyed},
+    )

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from orders import services
+from orders.services import life
 
 
 @shared_task(name="orders.tasks.orders_expire_task", expires=60)
@@ -10,7 +10,7 @@ def orders_expire_task() -> int:
     """Beat: expire unpaid orders past their payment window (in batches)."""
     total = 0
     while True:
-        n = services.orders_expire(limit=200)
+        n = life.orders_expire(limit=200)
         total += n
         if n < 200:
             return total

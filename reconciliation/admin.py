@@ -58,7 +58,11 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
         if request.method != "POST" or not request.user.has_perm("inventory.move_stock"):
             messages.error(request, "Only ops may start a reconciliation run.")
             return redirect("admin:reconciliation_reconciliationrun_changelist")
-        run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.ADMIN)
+        try:
+            run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.ADMIN)
+        except services.ReconciliationBusy:
+            messages.warning(request, "Another reconciliation run is going on; its report will appear here.")
+            return redirect("admin:reconciliation_reconciliationrun_changelist")
         messages.success(request, f"Run #{run.pk}: {run.skus_checked} SKU(s), {run.skus_drifting} drifting, "
                                   f"{run.repairs} repair(s), {run.alerts} alert(s).")
         return redirect("admin:reconciliation_reconciliationrun_change", run.pk)

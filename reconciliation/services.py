@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from inventory import redis_store, selectors as inventory_selectors
-from inventory.models import DeadLetter, InventoryLog, OutboxMessage, Sku
-from inventory.services import Reservation, outbox_relay, skus_lock, stock_warm
+from inventory import messages, redis_store, selectors as inventory_selectors
+from inventory.models import DeadLetter, InventoryLog, Sku
+from inventory.services import gives as give_services, stock as stock_services
+from inventory.services.locks import skus_lock
+from inventory.services.skus import stock_warm
+from orders import selectors as order_selectors
+from orders.models import Order
+from orders.services.confirm import reservations_settle_known
 from reconciliation.models import Finding, ReconciliationRun, SkuReconciliation
 
 logger = logging.getLogger(__name__)
+
+STATE_CHUNK = 500
 
 
 @dataclass
@@ -25,46 +33,40 @@ class OrphanSweep:
     settled: list[str] = field(default_factory=list)
 
 
-def orphans_recover(*, grace_seconds: int | None = None, sku_ids: list[str] | None = None) -> OrphanSweep:
-    """Re-publish the confirm of every reservation in flight for too long.
+def orphans_recover(*, sku_ids: list[str] | None = None, cap: int | None = None,
+                    ahead_s: float = 0) -> OrphanSweep:
+    """Publish again the confirm of every reservation past its deadline.
 
-    Its message was lost (web process killed between the Lua call and the
-    publish, broker lost an unconfirmed message, or it was dead-lettered while
-    a store was down). The confirm is idempotent, so re-publishing one that is
-    merely slow costs a no-op. An order already in MySQL is settled instead.
+    Its message may be lost (web process killed between the Lua call and the
+    publish, broker lost it, it was dead-lettered while a store was down). A
+    reservation that is merely slow is not republished again before its next
+    deadline, which moves further out as it ages (redis_store.due); at most
+    `cap` per SKU per sweep, in messages of a bounded size. An order MySQL
+    already has is settled instead.
     """
-    from orders.models import Order
-
-    from inventory.tasks import publish_confirms
-
-    grace_ms = 1000 * (settings.SECKILL_ORPHAN_GRACE_SECONDS if grace_seconds is None else grace_seconds)
-    now_ms = int(time.time() * 1000)
+    cap = cap or settings.SECKILL_ORPHAN_SWEEP_CAP
     sweep = OrphanSweep()
-    for sku_id in (sku_ids if sku_ids is not None else inventory_selectors.sku_ids_live()):
-        stale = [e for e in redis_store.inflight_entries(sku_id=sku_id) if now_ms - e.reserved_ms >= grace_ms]
-        if not stale:
+    for sku_id in (sku_ids if sku_ids is not None else inventory_selectors.sku_ids_sweepable()):
+        due = redis_store.due(sku_id=sku_id, cap=cap, ahead_ms=int(ahead_s * 1000))
+        if not due:
             continue
-        known = dict(
-            Order.objects.filter(order_id__in=[e.order_id for e in stale]).values_list("order_id", "status")
-        )
-        done = [e.order_id for e in stale if e.order_id in known and known[e.order_id] != Order.Status.FAILED]
-        if done:
-            redis_store.settle(sku_id=sku_id, confirmed=done, failed=[])
-            sweep.settled += done
-        lost = [Reservation.from_inflight(sku_id, e) for e in stale if e.order_id not in done]
-        publish_confirms(lost)
+        ids = [r.order_id for r in due]
+        states: dict[str, tuple[str, str]] = {}
+        for i in range(0, len(ids), STATE_CHUNK):
+            states.update(order_selectors.order_states(order_ids=ids[i:i + STATE_CHUNK]))
+        if states:
+            reservations_settle_known(sku_id=sku_id, states=states)
+            sweep.settled += list(states)
+        lost = [r for r in due if r.order_id not in states]
+        messages.publish_confirms(lost)
         sweep.republished += [r.order_id for r in lost]
     if sweep.republished or sweep.settled:
-        logger.warning("orphan sweep: republished %s, settled %s", sweep.republished, sweep.settled)
+        logger.warning("orphan sweep: republished %d, settled %d (first: %s)", len(sweep.republished),
+                       len(sweep.settled), (sweep.republished + sweep.settled)[:10])
     return sweep
 
 
 # --- The reconciliation run -----------------------------------------------------
-
-STALE_OUTBOX_SECONDS = 30
-STALE_GIVE_SECONDS = 120
-GIVE_LOOKBACK = timedelta(days=7)
-
 
 @dataclass(frozen=True)
 class Measure:
@@ -72,6 +74,8 @@ class Measure:
     redis_available: int | None
     in_flight: int = 0
     gives_unapplied: int = 0
+    freezes_taken: int = 0
+    redis_version: int | None = None
 
     @property
     def missing(self) -> bool:
@@ -79,7 +83,10 @@ class Measure:
 
     @property
     def expected(self) -> int:
-        return self.sku.available_stock - self.in_flight - self.gives_unapplied
+        """What Redis should show: MySQL's available, less what Redis holds in
+        flight (not yet orders), less gives MySQL made that Redis has not
+        applied yet, less freezes Redis took that MySQL has not moved yet."""
+        return self.sku.available_stock - self.in_flight - self.gives_unapplied - self.freezes_taken
 
     @property
     def drift(self) -> int:
@@ -87,37 +94,72 @@ class Measure:
 
 
 def sku_measure(*, sku_id: str) -> Measure | None:
-    """Both stores at one instant: the SKU row is locked (no confirm or give can
-    commit meanwhile) while Redis is read in one script call."""
-    from orders.models import Order
-
+    """Both stores at one instant: the SKU row is locked (no confirm, give or
+    freeze can commit meanwhile) while Redis is read in one script call. Reads
+    only what is pending, so its cost does not grow with history."""
     with transaction.atomic():
         sku = skus_lock(sku_ids=[sku_id]).get(sku_id)
         if sku is None:
             return None
-        gives = dict(
-            OutboxMessage.objects.filter(sku_id=sku_id, created_at__gte=timezone.now() - GIVE_LOOKBACK)
-            .values_list("op_id", "payload")
-        )
-        seen = redis_store.observe(sku_id=sku_id, give_ids=list(gives))
+        gives = inventory_selectors.pending_gives(sku_id=sku_id)
+        freezes = inventory_selectors.pending_freezes(sku_id=sku_id)
+        seen = redis_store.observe(sku_id=sku_id, op_ids=[g.op_id for g in gives] + [f.op_id for f in freezes])
         if seen.available is None:
             return Measure(sku, None)
-        ids = [e.order_id for e in seen.inflight]
-        in_mysql = set(Order.objects.filter(pk__in=ids).values_list("order_id", flat=True)) if ids else set()
-    in_flight = sum(e.quantity for e in seen.inflight if e.order_id not in in_mysql)
-    unapplied = sum(int(p.get("quantity", 0)) for op, p in gives.items() if not seen.applied.get(op))
-    return Measure(sku, seen.available, in_flight, unapplied)
+        ids = [r.order_id for r in seen.inflight]
+        # A FAILED order took nothing in MySQL: its reservation still counts as in flight.
+        taken = set()
+        for i in range(0, len(ids), STATE_CHUNK):
+            taken |= set(Order.objects.filter(pk__in=ids[i:i + STATE_CHUNK]).exclude(status=Order.Status.FAILED)
+                         .values_list("order_id", flat=True))
+        version = redis_store.live_stock(sku_id=sku_id)
+    in_flight = sum(r.quantity for r in seen.inflight if r.order_id not in taken)
+    unapplied = sum(g.quantity for g in gives if not seen.applied.get(g.op_id))
+    frozen = sum(f.quantity for f in freezes if seen.applied.get(f.op_id))
+    return Measure(sku, seen.available, in_flight, unapplied, frozen, version.version if version else None)
+
+
+class ReconciliationBusy(Exception):
+    """Another reconciliation run holds the lock."""
+
+
+LOCK_NAME = "seckill:reconciliation"
+
+
+@contextmanager
+def _run_lock():
+    """One run at a time across processes (beat, the admin button, the command):
+    a MySQL named lock, released by the server if the process dies."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT GET_LOCK(%s, 0)", [LOCK_NAME])
+        got = cur.fetchone()[0] == 1
+    if not got:
+        raise ReconciliationBusy("another reconciliation is running")
+    try:
+        yield
+    finally:
+        try:
+            with connection.cursor() as cur:
+                cur.execute("SELECT RELEASE_LOCK(%s)", [LOCK_NAME])
+        except Exception:  # connection lost: the server released it already
+            pass
 
 
 def reconciliation_run(*, trigger: str, observe_gap_s: float = 0.3,
                        sku_ids: list[str] | None = None) -> ReconciliationRun:
     """Compare, recover, repair, and record. Safe during a live sale: it repairs
     only a drift seen twice, lowers Redis at once, and raises it only when the
-    previous run saw the same shortfall."""
+    previous run saw the same shortfall. Raises ReconciliationBusy when another
+    run is going on."""
+    with _run_lock():
+        return _run(trigger=trigger, observe_gap_s=observe_gap_s, sku_ids=sku_ids)
+
+
+def _run(*, trigger: str, observe_gap_s: float, sku_ids: list[str] | None) -> ReconciliationRun:
     run = ReconciliationRun.objects.create(trigger=trigger)
     findings: list[Finding] = []
     try:
-        live = sku_ids if sku_ids is not None else inventory_selectors.sku_ids_live()
+        live = sku_ids if sku_ids is not None else inventory_selectors.sku_ids_sweepable()
         sweep = orphans_recover(sku_ids=live)
         run.orphans = len(sweep.republished)
         if sweep.republished:
@@ -153,24 +195,20 @@ REPAIR_KINDS = {Finding.Kind.DRIFT_LOWERED, Finding.Kind.DRIFT_RAISED, Finding.K
 
 
 def _resend_stale_gives(run: ReconciliationRun) -> list[Finding]:
-    """Unsent outbox rows past their deadline, and gives whose message was sent
-    but whose log row is still pending (the message was lost): send again."""
-    now = timezone.now()
-    lost = list(
-        InventoryLog.objects.filter(status=InventoryLog.Status.PENDING,
-                                    created_at__lte=now - timedelta(seconds=STALE_GIVE_SECONDS))
-        .exclude(operation=InventoryLog.Operation.DECR).values_list("op_id", flat=True)
-    )
-    if lost:
-        OutboxMessage.objects.filter(op_id__in=lost, sent_at__isnull=False).update(sent_at=None)
-    stale = list(OutboxMessage.objects.filter(
-        sent_at__isnull=True, created_at__lte=now - timedelta(seconds=STALE_OUTBOX_SECONDS)
-    ).values_list("op_id", flat=True)[:2000])
-    if not stale:
-        return []
-    sent = outbox_relay(older_than_s=STALE_OUTBOX_SECONDS)
-    return [Finding(run=run, kind=Finding.Kind.OUTBOX_RESENT, repaired=sent > 0, ids=",".join(stale)[:20000],
-                    detail=f"{len(stale)} stale outbox message(s), {sent} sent again")]
+    """Gives whose message was lost or found no snapshot (log row still pending),
+    unsent outbox rows past their deadline, freezes whose process died: send
+    again, resolve."""
+    lost = give_services.gives_resend_lost()
+    sent = give_services.outbox_relay(older_than_s=30)
+    resolved = stock_services.stock_freezes_resolve()
+    out = []
+    if lost or sent:
+        out.append(Finding(run=run, kind=Finding.Kind.OUTBOX_RESENT, repaired=sent > 0, ids=",".join(lost)[:20000],
+                           detail=f"{len(lost)} give(s) not applied in Redis, {sent} outbox message(s) sent again"))
+    if resolved:
+        out.append(Finding(run=run, kind=Finding.Kind.OUTBOX_RESENT, repaired=True,
+                           detail=f"{resolved} unfinished freeze(s) cancelled"))
+    return out
 
 
 def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Finding]:
@@ -185,6 +223,11 @@ def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Fi
                         redis_value=after.redis_available if after else None,
                         mysql_value=first.sku.available_stock,
                         detail="Redis had no snapshot; loaded from MySQL under the lock")]
+    if first.redis_version is not None and first.redis_version < first.sku.version:
+        # A sale-data push was lost: send it again (newest version wins in Redis).
+        from inventory.services.skus import _push_sale_data
+
+        _push_sale_data(first.sku)
     if first.drift == 0:
         _row(run, first, SkuReconciliation.State.OK)
         return []
@@ -198,20 +241,21 @@ def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Fi
     d = min(abs(first.drift), abs(second.drift))
     values = dict(redis_value=second.redis_available, mysql_value=second.sku.available_stock)
     why = (f"redis {second.redis_available}, mysql available {second.sku.available_stock}, "
-           f"in flight {second.in_flight}, gives not applied {second.gives_unapplied}")
+           f"in flight {second.in_flight}, gives not applied {second.gives_unapplied}, "
+           f"freezes taken {second.freezes_taken}")
+    observation = uuid.uuid4().hex[:12]
     if second.drift > 0:
         # Redis above the truth could sell what MySQL does not have: lower now.
-        _repair(run, sku_id, -d, why)
+        _repair(run, sku_id, -d, why, observation)
         _row(run, second, SkuReconciliation.State.REPAIRED)
         return [Finding(run=run, sku_id=sku_id, kind=Finding.Kind.DRIFT_LOWERED, repaired=True, **values,
                         detail=f"lowered by {d}: {why}"[:255])]
-    previous = (SkuReconciliation.objects.filter(sku_id=sku_id, run__lt=run.pk).exclude(run=run)
-                .order_by("-run_id").first())
+    previous = (SkuReconciliation.objects.filter(sku_id=sku_id, run__lt=run.pk).order_by("-run_id").first())
     if previous is not None and previous.drift < 0 and previous.state in (SkuReconciliation.State.DRIFT,
                                                                           SkuReconciliation.State.ALERT):
         # The same shortfall in the previous run and twice now: proof enough.
         d = min(d, abs(previous.drift))
-        _repair(run, sku_id, d, why)
+        _repair(run, sku_id, d, why, observation)
         _row(run, second, SkuReconciliation.State.REPAIRED)
         return [Finding(run=run, sku_id=sku_id, kind=Finding.Kind.DRIFT_RAISED, repaired=True, **values,
                         detail=f"raised by {d}: {why}"[:255])]
@@ -220,11 +264,13 @@ def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Fi
                     detail=f"Redis {d} below MySQL; raised only if the next run sees it too: {why}"[:255])]
 
 
-def _repair(run: ReconciliationRun, sku_id: str, delta: int, why: str) -> None:
-    repair_id = f"repair:{run.pk}:{sku_id}"
+def _repair(run: ReconciliationRun, sku_id: str, delta: int, why: str, observation: str) -> None:
+    """One idempotent change in Redis, keyed by run, SKU and observation (a call
+    repeated after a lost reply applies once), and its REPAIR log row."""
+    repair_id = f"repair:{run.pk}:{sku_id}:{observation}"
     after = redis_store.adjust_available(sku_id=sku_id, repair_id=repair_id, delta=delta)
     InventoryLog.objects.create(
-        sku_id=sku_id, operation=InventoryLog.Operation.REPAIR, quantity=abs(delta), op_id=repair_id,
+        sku_id=sku_id, operation=InventoryLog.Operation.REPAIR, quantity=abs(delta), op_id=repair_id[:64],
         status=InventoryLog.Status.SUCCESS, actor="reconciliation",
         reason=f"redis available {'+' if delta > 0 else ''}{delta} -> {after}; {why}"[:255])
     logger.warning("reconciliation %s repaired %s by %+d (%s)", run.pk, sku_id, delta, why)
@@ -235,5 +281,5 @@ def _row(run: ReconciliationRun, m: Measure, state: str) -> None:
     SkuReconciliation.objects.create(
         run=run, sku=s, redis_available=m.redis_available, mysql_available=s.available_stock,
         mysql_total=s.total_stock, mysql_frozen=s.frozen_stock, mysql_locked=s.locked_stock,
-        mysql_sold=s.sold_stock, in_flight=m.in_flight, gives_unapplied=m.gives_unapplied,
+        mysql_sold=s.sold_stock, in_flight=m.in_flight, gives_unapplied=m.gives_unapplied + m.freezes_taken,
         expected_redis=m.expected, drift=m.drift, state=state)

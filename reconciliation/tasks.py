@@ -15,5 +15,8 @@ def orphans_recover_task() -> dict:
 
 @shared_task(name="reconciliation.tasks.reconcile_task", expires=240)
 def reconcile_task() -> dict:
-    run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.BEAT)
+    try:
+        run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.BEAT)
+    except services.ReconciliationBusy:
+        return {"skipped": "another run is going on"}
     return {"run": run.pk, "repairs": run.repairs, "alerts": run.alerts}

@@ -9,6 +9,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "seckill_site.settings.local")
 app = Celery("seckill_site")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# The confirm consumer runs inside every worker, beside Celery's own consumer.
+app.steps["worker"].add("orders.consumers:ConfirmConsumerStep")
 
 
 @worker_init.connect

@@ -7,7 +7,8 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from inventory import redis_store, selectors, services
+from inventory import redis_store, selectors
+from inventory.services.skus import stock_warm
 from inventory.api.serializers import HealthOutput, SkuOutput, sku_output
 from inventory.errors import SkuNotFound
 from inventory.models import Sku
@@ -30,7 +31,7 @@ class SkuDetailView(APIView):
         sku = selectors.sku_get(sku_id=sku_id)
         if sku is None:
             raise SkuNotFound()
-        services.stock_warm(sku_id=sku_id)
+        stock_warm(sku_id=sku_id)
         [view] = selectors.sku_views(skus=[sku])
         return Response(sku_output(view, staff=request.user.is_staff))
 

@@ -1,16 +1,16 @@
 --[[ adjust: a reconciliation repair of the available figure, by a delta.
 Idempotent by repair id. Lowering never goes below zero.
-KEYS[1] seckill:{sku}:stock  KEYS[2] seckill:{sku}:applied
-ARGV[1] repair id  ARGV[2] delta (negative lowers)
+KEYS[1] stock  KEYS[2] applied (marker zset)
+ARGV[1] repair id  ARGV[2] delta (negative lowers)  ARGV[3] lifetime of the marker (ms)
 Returns the new available, or false when already applied or no snapshot.
 ]]
-if #KEYS ~= 2 or #ARGV ~= 2 then
-  return redis.error_reply('adjust: expects 2 keys and 2 args')
+if #KEYS ~= 2 or #ARGV ~= 3 then
+  return redis.error_reply('adjust: expects 2 keys and 3 args')
 end
-if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then return false end
+if marker_has(KEYS[2], ARGV[1]) then return false end
 local avail = redis.call('HGET', KEYS[1], 'available')
 if not avail then return false end
 local delta = tonumber(ARGV[2])
 if tonumber(avail) + delta < 0 then delta = -tonumber(avail) end
-redis.call('SADD', KEYS[2], ARGV[1])
+marker_add(KEYS[2], ARGV[1], now_ms(), tonumber(ARGV[3]))
 return redis.call('HINCRBY', KEYS[1], 'available', delta)

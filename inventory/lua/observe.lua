@@ -1,7 +1,7 @@
 --[[ observe: one consistent reading of a SKU's gate, for reconciliation.
-KEYS[1] seckill:{sku}:stock  KEYS[2] seckill:{sku}:inflight  KEYS[3] seckill:{sku}:applied
-ARGV: give operation ids to test for "applied"
-Returns {available or false, {order_id, entry, ...}, {1|0 per give id}};
+KEYS[1] stock  KEYS[2] inflight  KEYS[3] applied (marker zset)
+ARGV: operation ids (gives not yet known to be applied) to test for "applied"
+Returns {available or false, {order_id, entry, ...}, {1|0 per operation id}};
 available is false when the SKU has no snapshot.
 ]]
 if #KEYS ~= 3 then
@@ -10,6 +10,6 @@ end
 local avail = redis.call('HGET', KEYS[1], 'available')
 local flags = {}
 for i = 1, #ARGV do
-  flags[i] = redis.call('SISMEMBER', KEYS[3], ARGV[i])
+  flags[i] = marker_has(KEYS[3], ARGV[i]) and 1 or 0
 end
 return {avail or false, redis.call('HGETALL', KEYS[2]), flags}

@@ -1,34 +1,39 @@
 --[[ reserve: take stock for one order in one atomic step.
-KEYS[1] seckill:{sku}:stock     hash available,total,frozen,inflight,version,limit,starts,ends,status
-KEYS[2] seckill:{sku}:buyers    hash user_id -> units held (per-user limit)
-KEYS[3] seckill:{sku}:inflight  hash order_id -> "user|qty|reserved_ms|version|idempotency_key"
-KEYS[4] seckill:{sku}:idem      hash "user:key" -> "order_id|qty"
-KEYS[5] seckill:{sku}:queue     list of order ids waiting for a confirm batch
-KEYS[6] seckill:{sku}:missing   marker: MySQL has no such SKU (short TTL)
-ARGV[1] user id   ARGV[2] quantity   ARGV[3] idempotency key   ARGV[4] new order id
+KEYS[1] seckill:{sku}:stock     hash available,total,frozen,inflight,epoch,version,limit,starts,ends,status
+KEYS[2] seckill:{sku}:buyers    hash user -> units held (per-user limit)
+KEYS[3] seckill:{sku}:inflight  hash order_id -> in-flight entry (_lib.lua)
+KEYS[4] seckill:{sku}:idem      hash "user:key" -> "order_id|quantity"
+KEYS[5] seckill:{sku}:idem-age  zset "user:key" -> when it was recorded (ms)
+KEYS[6] seckill:{sku}:due       zset order_id -> when the orphan sweep may republish it (ms)
+KEYS[7] seckill:{sku}:missing   marker: MySQL has no such SKU (short TTL)
+KEYS[8] seckill:{sku}:released  marker zset of order ids undone at the request
+ARGV[1] user id  ARGV[2] quantity  ARGV[3] idempotency key  ARGV[4] order id
+ARGV[5] grace before the orphan sweep may republish (ms)
+ARGV[6] lifetime of an idempotency record (ms)
 Returns {code, ...}; never raises for an expected outcome:
-  {0, order_id, available_after}   OK, stock taken
+  {0, order_id, available_after, reserved_ms, epoch}  OK, stock taken
   {1, first_order_id, quantity}    DUPLICATE: same user, key and body; nothing taken
   {2, first_order_id}              KEY_REUSED: same user and key, other body
   {3, available}                   SOLD_OUT
   {4, held, limit}                 LIMIT_REACHED
-  {5}                              SALE_NOT_ACTIVE (status or window)
+  {5}                              NOT_ACTIVE (status or window)
   {6}                              NOT_WARMED: no snapshot in Redis
   {7}                              UNKNOWN_SKU
+  {8}                              RETIRED: this order id was undone; use a new one
 ]]
-if #KEYS ~= 6 or #ARGV ~= 4 then
-  return redis.error_reply('reserve: expects 6 keys and 4 args')
+if #KEYS ~= 8 or #ARGV ~= 6 then
+  return redis.error_reply('reserve: expects 8 keys and 6 args')
 end
 local user, qty, key, oid = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local idem_field = user .. ':' .. key
+local field = user .. ':' .. key
 
-local s = redis.call('HMGET', KEYS[1], 'available', 'limit', 'starts', 'ends', 'status', 'version')
+local s = redis.call('HMGET', KEYS[1], 'available', 'limit', 'starts', 'ends', 'status', 'epoch')
 if not s[1] then
-  if redis.call('EXISTS', KEYS[6]) == 1 then return {7} end
+  if redis.call('EXISTS', KEYS[7]) == 1 then return {7} end
   return {6}
 end
 
-local prior = redis.call('HGET', KEYS[4], idem_field)
+local prior = redis.call('HGET', KEYS[4], field)
 if prior then
   local sep = string.find(prior, '|', 1, true)
   local first_id = string.sub(prior, 1, sep - 1)
@@ -37,9 +42,9 @@ if prior then
   return {2, first_id}
 end
 
+if marker_has(KEYS[8], oid) then return {8} end
 if s[5] ~= 'active' then return {5} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local starts, ends = tonumber(s[3]), tonumber(s[4])
 if (starts > 0 and now < starts) or (ends > 0 and now >= ends) then return {5} end
 
@@ -49,10 +54,26 @@ local limit = tonumber(s[2])
 local held = tonumber(redis.call('HGET', KEYS[2], user) or '0')
 if held + qty > limit then return {4, held, limit} end
 
+local epoch = s[6] or '0'
 redis.call('HINCRBY', KEYS[1], 'available', -qty)
 redis.call('HINCRBY', KEYS[1], 'inflight', qty)
 redis.call('HINCRBY', KEYS[2], user, qty)
-redis.call('HSET', KEYS[4], idem_field, oid .. '|' .. qty)
-redis.call('HSET', KEYS[3], oid, user .. '|' .. qty .. '|' .. now .. '|' .. s[6] .. '|' .. key)
-redis.call('RPUSH', KEYS[5], oid)
-return {0, oid, avail - qty}
+redis.call('HSET', KEYS[4], field, oid .. '|' .. qty)
+redis.call('ZADD', KEYS[5], now, field)
+redis.call('HSET', KEYS[3], oid, inflight_format(user, qty, now, epoch, key))
+redis.call('ZADD', KEYS[6], now + tonumber(ARGV[5]), oid)
+
+-- Idempotency records past their lifetime go, two per call (amortised);
+-- one whose order is still in flight is kept a while longer.
+local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now - tonumber(ARGV[6]), 'LIMIT', 0, 2)
+for _, f in ipairs(old) do
+  local v = redis.call('HGET', KEYS[4], f)
+  local sep = v and string.find(v, '|', 1, true)
+  if sep and redis.call('HEXISTS', KEYS[3], string.sub(v, 1, sep - 1)) == 1 then
+    redis.call('ZADD', KEYS[5], now, f)
+  else
+    redis.call('HDEL', KEYS[4], f)
+    redis.call('ZREM', KEYS[5], f)
+  end
+end
+return {0, oid, avail - qty, now, epoch}

@@ -1,8 +1,9 @@
 --[[ settle: after the confirm transaction committed, close its reservations.
 Idempotent: a reservation no longer in flight changes nothing.
-KEYS[1] seckill:{sku}:stock  KEYS[2] seckill:{sku}:buyers  KEYS[3] seckill:{sku}:inflight
-KEYS[4] seckill:{sku}:claims KEYS[5] seckill:{sku}:done
+KEYS[1] stock  KEYS[2] buyers  KEYS[3] inflight  KEYS[4] due  KEYS[5] claims
+KEYS[6] done (marker zset)   (all seckill:{sku}:...)
 ARGV[1] c = number of confirmed ids, ARGV[2] f = number of stock-refused ids,
+ARGV[3] lifetime of a done marker (ms),
 then c confirmed ids, f stock-refused ids, and the rest: ids refused for another
 reason. Confirmed: the reservation just leaves the in-flight hash.
 Stock-refused: the buyer's count comes back, the unit does not (Redis was above
@@ -10,31 +11,26 @@ the truth; giving it back would sell it again and fail again).
 Other refusals: MySQL kept the unit, so it comes back to Redis with the count.
 Returns the number of reservations that left the in-flight hash.
 ]]
-if #KEYS ~= 5 or #ARGV < 2 then
-  return redis.error_reply('settle: expects 5 keys and at least 2 args')
+if #KEYS ~= 6 or #ARGV < 3 then
+  return redis.error_reply('settle: expects 6 keys and at least 3 args')
 end
-local c, f = tonumber(ARGV[1]), tonumber(ARGV[2])
+local c, f, lifetime = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = now_ms()
 local settled = 0
-for i = 3, #ARGV do
+for i = 4, #ARGV do
   local oid = ARGV[i]
   local e = redis.call('HGET', KEYS[3], oid)
   if e then
-    local p1 = string.find(e, '|', 1, true)
-    local p2 = string.find(e, '|', p1 + 1, true)
-    local user = string.sub(e, 1, p1 - 1)
-    local qty = tonumber(string.sub(e, p1 + 1, p2 - 1))
+    local user, qty = inflight_parse(e)
     redis.call('HDEL', KEYS[3], oid)
     redis.call('HINCRBY', KEYS[1], 'inflight', -qty)
-    if i > c + 2 then
-      local left = redis.call('HINCRBY', KEYS[2], user, -qty)
-      if left <= 0 then redis.call('HDEL', KEYS[2], user) end
-    end
-    if i > c + f + 2 then
-      redis.call('HINCRBY', KEYS[1], 'available', qty)
-    end
+    if i > c + 3 then buyer_release(KEYS[2], user, qty) end
+    if i > c + f + 3 then redis.call('HINCRBY', KEYS[1], 'available', qty) end
     settled = settled + 1
   end
-  redis.call('HDEL', KEYS[4], oid)
-  redis.call('SADD', KEYS[5], oid)
+  redis.call('ZREM', KEYS[4], oid)
+  redis.call('HDEL', KEYS[5], oid)
+  redis.call('ZADD', KEYS[6], now, oid)
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - lifetime)
 return settled

@@ -1,36 +1,35 @@
---[[ warm: load a snapshot from MySQL, only where Redis has none.
+--[[ warm: put a staged snapshot in place, only where Redis has none.
 Never overwrites a live snapshot: that would lose decrements in flight.
-KEYS[1] seckill:{sku}:stock  KEYS[2] seckill:{sku}:buyers  KEYS[3] seckill:{sku}:idem
-KEYS[4] seckill:{sku}:missing  KEYS[5] seckill:{sku}:applied
-ARGV[1..9] available, total, frozen, inflight, version, limit, starts_ms, ends_ms, status
-ARGV[10] b = number of buyer pairs, then b pairs (user, units);
-then i = number of idempotency pairs, then i pairs ("user:key", "order_id|qty");
-then, to the end, the ids of gives the snapshot already counts (marked applied).
+KEYS[1] stock  KEYS[2] buyers  KEYS[3] idem  KEYS[4] idem-age  KEYS[5] applied
+KEYS[6] missing  KEYS[7] inflight
+KEYS[8..11] the staging keys of warm_stage.lua (buyers, idem, idem-age, applied)
+ARGV[1..9] available, total, frozen, epoch, version, limit, starts_ms, ends_ms, status
 Returns 1 loaded, 0 a snapshot was already there (nothing changed).
 ]]
-if #KEYS ~= 5 or #ARGV < 11 then
-  return redis.error_reply('warm: expects 5 keys and at least 11 args')
+if #KEYS ~= 11 or #ARGV ~= 9 then
+  return redis.error_reply('warm: expects 11 keys and 9 args')
 end
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('DEL', KEYS[8], KEYS[9], KEYS[10], KEYS[11])
+  return 0
+end
+for i = 2, 5 do
+  if redis.call('EXISTS', KEYS[i + 6]) == 1 then
+    redis.call('RENAME', KEYS[i + 6], KEYS[i])
+    redis.call('PERSIST', KEYS[i])
+  else
+    redis.call('DEL', KEYS[i])
+  end
+end
+-- Reservations still in flight keep their count (their confirms are coming).
+local inflight = 0
+for _, e in ipairs(redis.call('HVALS', KEYS[7])) do
+  local _, qty = inflight_parse(e)
+  inflight = inflight + qty
+end
 redis.call('HSET', KEYS[1],
-  'available', ARGV[1], 'total', ARGV[2], 'frozen', ARGV[3], 'inflight', ARGV[4],
-  'version', ARGV[5], 'limit', ARGV[6], 'starts', ARGV[7], 'ends', ARGV[8], 'status', ARGV[9])
-local i = 10
-local b = tonumber(ARGV[i])
-i = i + 1
-for _ = 1, b do
-  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
-  i = i + 2
-end
-local n = tonumber(ARGV[i])
-i = i + 1
-for _ = 1, n do
-  redis.call('HSETNX', KEYS[3], ARGV[i], ARGV[i + 1])
-  i = i + 2
-end
-while i <= #ARGV do
-  redis.call('SADD', KEYS[5], ARGV[i])
-  i = i + 1
-end
-redis.call('DEL', KEYS[4])
+  'available', ARGV[1], 'total', ARGV[2], 'frozen', ARGV[3], 'inflight', inflight,
+  'epoch', ARGV[4], 'version', ARGV[5], 'limit', ARGV[6], 'starts', ARGV[7], 'ends', ARGV[8],
+  'status', ARGV[9])
+redis.call('DEL', KEYS[6])
 return 1

@@ -10,7 +10,8 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from conftest import unique, wait_until
-from inventory import redis_store, services
+from inventory import redis_store
+from inventory.services import stock as services
 from inventory.errors import StockActionRefused
 from inventory.models import InventoryLog, OutboxMessage, Sku
 from inventory.tests.helpers import assert_balanced, settled
@@ -43,7 +44,9 @@ def test_freeze_larger_than_redis_is_refused_and_changes_nothing(make_sku, live_
     assert (row.available_stock, row.frozen_stock) == (5, 0)
     live = redis_store.live_stock(sku_id=sku.sku_id)
     assert (live.available, live.frozen) == (4, 0)
-    assert not InventoryLog.objects.filter(sku_id=sku.sku_id, operation="FREEZE").exists()
+    # the attempt is audited, as refused
+    assert list(InventoryLog.objects.filter(sku_id=sku.sku_id, operation="FREEZE").values_list("status", flat=True)) \
+        == ["fail"]
 
 
 @pytest.mark.worker

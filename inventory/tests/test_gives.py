@@ -1,51 +1,89 @@
 """Gives reach Redis once, even across a snapshot rebuilt from MySQL; dead letters are kept."""
 from __future__ import annotations
 
-import json
-import subprocess
-
+import pytest
 from django.conf import settings
 
 from conftest import wait_until
-from inventory import redis_store, services
+from inventory import redis_store
+from inventory.services import gives, skus, stock
 from inventory.models import DeadLetter, OutboxMessage
 
 
 def test_snapshot_counts_its_gives_so_a_late_redelivery_adds_nothing(make_sku, live_db):
     sku = make_sku(stock=4)
-    services.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
+    stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
     payload = OutboxMessage.objects.get(sku_id=sku.sku_id, op_id__startswith="restock:").payload
     keys = redis_store.sku_keys(sku.sku_id)
     redis_store.redis().delete(keys.stock, keys.buyers, keys.idem, keys.applied)  # Redis lost the SKU
-    assert services.stock_warm(sku_id=sku.sku_id)
+    assert skus.stock_warm(sku_id=sku.sku_id)
     assert redis_store.live_stock(sku_id=sku.sku_id).available == 7  # MySQL already counts the restock
-    outcome = services.stock_give_apply(sku_id=sku.sku_id, op_id=payload["op_id"], quantity=3, user_id=None,
+    outcome = gives.stock_give_apply(sku_id=sku.sku_id, op_id=payload["op_id"], quantity=3, user_id=None,
                                         total_delta=3)
-    assert outcome == redis_store.GIVE_ALREADY
+    assert outcome is redis_store.Give.ALREADY
     assert redis_store.live_stock(sku_id=sku.sku_id).available == 7
 
 
-def test_confirm_queue_has_a_delivery_limit_and_dead_letters_reach_the_table(live_db):
+def test_what_rabbitmq_dead_letters_reaches_the_table(live_db):
     from seckill_site.celery import app
 
-    listed = subprocess.run(["rabbitmqctl", "list_queues", "-q", "--formatter", "json", "name", "arguments"],
-                            capture_output=True, text=True, check=True, timeout=60).stdout
-    # arguments come as [name, type, value] triples
-    queues = {q["name"]: {a[0]: a[-1] for a in q["arguments"]} for q in json.loads(listed)}
-    args = queues[settings.CELERY_QUEUE]
-    assert args["x-queue-type"] == "quorum" and args["x-delivery-limit"] == settings.CELERY_DELIVERY_LIMIT
-    assert args["x-dead-letter-exchange"] == settings.CELERY_QUEUE + ".dlx"
-
-    # what RabbitMQ hands to the dead-letter exchange ends in the DeadLetter table
     with app.connection_for_write() as conn:
         producer = conn.Producer()
         dead = settings.CELERY_DEAD_LETTER
         producer.publish({"poison": True}, exchange=dead.exchange, routing_key=dead.routing_key,
-                         declare=[dead], headers={"task": "inventory.tasks.confirm_reservation_task"},
+                         declare=[dead], headers={"task": "inventory.tasks.stock_give_task"},
                          serializer="json")
     before = DeadLetter.objects.count()
-    wait_until(lambda: services.dead_letters_collect() or DeadLetter.objects.count() > before,
+    wait_until(lambda: gives.dead_letters_collect() or DeadLetter.objects.count() > before,
                what="dead letter collected")
     letter = DeadLetter.objects.latest("created_at")
-    assert letter.task_name == "inventory.tasks.confirm_reservation_task"
+    assert letter.task_name == "inventory.tasks.stock_give_task"
     assert letter.payload["body"] == {"poison": True}
+
+
+def test_a_give_that_finds_no_snapshot_is_retried_not_lost(make_sku, live_db):
+    """The snapshot is read from MySQL before a give commits and written to
+    Redis after the give's message came: the give must not be marked done
+    while Redis has no snapshot, or the units are lost from Redis for good."""
+    from unittest import mock
+
+    from django.db import transaction
+
+    from inventory import selectors
+    from inventory.models import InventoryLog
+    from inventory.services.locks import skus_lock
+    from inventory.services.skus import Holdings
+
+    sku = make_sku(stock=4)
+    keys = redis_store.sku_keys(sku.sku_id)
+    redis_store.redis().delete(keys.stock)  # Redis lost the SKU; a warm-up starts
+    with transaction.atomic():
+        snap = selectors.sku_snapshot(sku=skus_lock(sku_ids=[sku.sku_id])[sku.sku_id], holdings=Holdings())
+    with mock.patch("inventory.messages.publish_give"):  # the give's message is handled below, by hand
+        op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
+    with pytest.raises(gives.GiveDeferred):
+        gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=3, user_id=None, total_delta=3, wait_s=0)
+    assert InventoryLog.objects.get(op_id=op_id).status == "pending"
+    assert redis_store.snapshot_load(sku_id=sku.sku_id, snapshot=snap)  # the warm-up finishes
+    assert redis_store.live_stock(sku_id=sku.sku_id).available == 4
+    # the give comes again (task retry or the resend sweep) and is applied now
+    assert gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=3, user_id=None,
+                                  total_delta=3) is redis_store.Give.APPLIED
+    assert redis_store.live_stock(sku_id=sku.sku_id).available == 7
+    assert InventoryLog.objects.get(op_id=op_id).status == "success"
+
+
+def test_lost_gives_are_marked_for_sending_again(make_sku, live_db):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from inventory.models import InventoryLog
+
+    sku = make_sku(stock=2)
+    with __import__("unittest").mock.patch("inventory.messages.publish_give"):
+        op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=1, reason="more", actor="t")
+    assert OutboxMessage.objects.get(op_id=op_id).sent_at is not None  # "sent", but lost on the way
+    InventoryLog.objects.filter(op_id=op_id).update(created_at=timezone.now() - timedelta(minutes=5))
+    assert op_id in gives.gives_resend_lost()
+    assert OutboxMessage.objects.get(op_id=op_id).sent_at is None

@@ -1,18 +1,21 @@
-"""The Lua scripts against the real Redis: every return code, and atomicity."""
+"""The Lua scripts against the real Redis: every return code, atomicity, bounded markers."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import pytest
+from django.test import override_settings
 
 from inventory import redis_store as rs
+from inventory.redis_store import Claim, Freeze, Give, Release, Reserve
 
 
-def snapshot(available=5, limit=2, starts_ms=0, ends_ms=0, status="active", buyers=None, idem=None):
+def snapshot(available=5, limit=2, starts_ms=0, ends_ms=0, status="active", buyers=None, idem=None, applied=()):
     return rs.Snapshot(available=available, total=available, frozen=0, version=1, per_user_limit=limit,
                        starts_ms=starts_ms, ends_ms=ends_ms, status=status, buyers=buyers or {},
-                       idempotency=idem or {})
+                       idempotency=idem or {}, applied_ops=tuple(applied))
 
 
 @pytest.fixture
@@ -26,19 +29,20 @@ def reserve(sku_id, user=1, qty=1, key=None, oid=None):
 
 
 def test_not_warmed_then_unknown_marker(sku_id):
-    assert reserve(sku_id).code == rs.NOT_WARMED
+    assert reserve(sku_id).code is Reserve.NOT_WARMED
     rs.mark_missing(sku_id=sku_id)
-    assert reserve(sku_id).code == rs.UNKNOWN_SKU
+    assert reserve(sku_id).code is Reserve.UNKNOWN_SKU
 
 
 def test_reserve_takes_stock_counts_buyer_and_records_in_flight(sku_id):
     assert rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=5, limit=3))
-    r = reserve(sku_id, user=7, qty=2, key="k", oid="a" * 32)
-    assert (r.code, r.order_id, r.value) == (rs.OK, "a" * 32, 3)
+    r = reserve(sku_id, user=7, qty=2, key="k|with|bars", oid="a" * 32)
+    assert (r.code, r.order_id, r.value, r.epoch) == (Reserve.OK, "a" * 32, 3, 1)
+    assert abs(r.reserved_ms - time.time() * 1000) < 5000
     live = rs.live_stock(sku_id=sku_id)
     assert (live.available, live.inflight) == (3, 2)
     [entry] = rs.inflight_entries(sku_id=sku_id)
-    assert (entry.order_id, entry.user_id, entry.quantity, entry.idempotency_key) == ("a" * 32, 7, 2, "k")
+    assert entry == rs.Reservation("a" * 32, sku_id, 7, 2, "k|with|bars", r.reserved_ms, 1)
 
 
 def test_duplicate_key_returns_first_order_and_takes_nothing(sku_id):
@@ -47,27 +51,29 @@ def test_duplicate_key_returns_first_order_and_takes_nothing(sku_id):
     again = reserve(sku_id, user=1, qty=1, key="same")
     other_body = reserve(sku_id, user=1, qty=2, key="same")
     other_user = reserve(sku_id, user=2, qty=1, key="same")
-    assert again.code == rs.DUPLICATE and again.order_id == first.order_id
-    assert other_body.code == rs.KEY_REUSED and other_body.order_id == first.order_id
-    assert other_user.code == rs.OK
-    assert rs.live_stock(sku_id=sku_id).available == 3
+    other_case = reserve(sku_id, user=1, qty=1, key="SAME")
+    assert again.code is Reserve.DUPLICATE and again.order_id == first.order_id
+    assert other_body.code is Reserve.KEY_REUSED and other_body.order_id == first.order_id
+    assert other_user.code is Reserve.OK
+    assert other_case.code is Reserve.OK  # keys are opaque and case-sensitive
+    assert rs.live_stock(sku_id=sku_id).available == 2
 
 
 def test_sold_out_and_limit(sku_id):
     rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=3, limit=2))
-    assert reserve(sku_id, user=1, qty=2).code == rs.OK
+    assert reserve(sku_id, user=1, qty=2).code is Reserve.OK
     limit = reserve(sku_id, user=1, qty=1)
-    assert (limit.code, limit.value, limit.limit) == (rs.LIMIT_REACHED, 2, 2)
-    assert reserve(sku_id, user=2, qty=2).code == rs.SOLD_OUT
-    assert reserve(sku_id, user=2, qty=1).code == rs.OK
+    assert (limit.code, limit.value, limit.limit) == (Reserve.LIMIT_REACHED, 2, 2)
+    assert reserve(sku_id, user=2, qty=2).code is Reserve.SOLD_OUT
+    assert reserve(sku_id, user=2, qty=1).code is Reserve.OK
     out = reserve(sku_id, user=3, qty=1)
-    assert (out.code, out.value) == (rs.SOLD_OUT, 0)
+    assert (out.code, out.value) == (Reserve.SOLD_OUT, 0)
 
 
 @pytest.mark.parametrize("kw", [dict(status="paused"), dict(starts_ms=4102444800000), dict(ends_ms=1000)])
 def test_sale_window_and_status(sku_id, kw):
     rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(**kw))
-    assert reserve(sku_id).code == rs.NOT_ACTIVE
+    assert reserve(sku_id).code is Reserve.NOT_ACTIVE
     assert rs.live_stock(sku_id=sku_id).available == 5
 
 
@@ -78,44 +84,182 @@ def test_warm_never_overwrites_a_live_snapshot(sku_id):
     assert rs.live_stock(sku_id=sku_id).available == 4
 
 
+def test_a_large_snapshot_is_loaded_in_bounded_chunks(sku_id):
+    buyers = {u: 1 for u in range(1, 1301)}
+    idem = {f"{u}:k{u}": (f"{u:032x}|1", int(time.time() * 1000)) for u in range(1, 1301)}
+    assert rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=10, limit=1, buyers=buyers, idem=idem,
+                                                             applied=[f"op{i}" for i in range(700)]))
+    k = rs.sku_keys(sku_id)
+    r = rs.redis()
+    assert (r.hlen(k.buyers), r.hlen(k.idem), r.zcard(k.applied)) == (1300, 1300, 700)
+    assert reserve(sku_id, user=5).code is Reserve.LIMIT_REACHED
+    dup = reserve(sku_id, user=7, key="k7")
+    assert (dup.code, dup.order_id) == (Reserve.DUPLICATE, f"{7:032x}")
+    assert not [key for key in r.keys(f"{k.tag}:stage:*")]  # staging keys moved into place
+
+
 def test_release_gives_everything_back_once_and_not_after_a_claim(sku_id):
     rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=5, limit=1))
     a = reserve(sku_id, user=1, key="ka")
-    assert rs.release(sku_id=sku_id, order_id=a.order_id) == rs.RELEASE_DONE
-    assert rs.release(sku_id=sku_id, order_id=a.order_id) == rs.RELEASE_NOTHING
+    assert rs.release(sku_id=sku_id, order_id=a.order_id) is Release.RELEASED
+    assert rs.release(sku_id=sku_id, order_id=a.order_id) is Release.NOTHING
     assert rs.live_stock(sku_id=sku_id).available == 5
-    # the key and the per-user count came back: the same key can buy again
-    assert reserve(sku_id, user=1, key="ka").code == rs.OK
-    b = reserve(sku_id, user=2)
-    states, items = rs.claim(sku_id=sku_id, order_ids=[b.order_id], batch=0)
-    assert states == {b.order_id: "claimed"} and [i.order_id for i in items] == [b.order_id]
-    assert rs.release(sku_id=sku_id, order_id=b.order_id) == rs.RELEASE_CLAIMED
-    assert rs.claim(sku_id=sku_id, order_ids=[a.order_id], batch=0)[0] == {a.order_id: "released"}
-    assert rs.claim(sku_id=sku_id, order_ids=["f" * 32], batch=0)[0] == {"f" * 32: "missing"}
+    # the key and the per-user count came back: the same key can buy again...
+    assert reserve(sku_id, user=1, key="ka").code is Reserve.OK
+    # ...but never under the order id that was undone
+    assert reserve(sku_id, user=2, key="kb", oid=a.order_id).code is Reserve.RETIRED
+    b = reserve(sku_id, user=3)
+    states, items = rs.claim(sku_id=sku_id, order_ids=[b.order_id])
+    assert states == {b.order_id: Claim.CLAIMED} and [i.order_id for i in items] == [b.order_id]
+    assert rs.release(sku_id=sku_id, order_id=b.order_id) is Release.CLAIMED
+    assert rs.claim(sku_id=sku_id, order_ids=[a.order_id])[0] == {a.order_id: Claim.RELEASED}
+    assert rs.claim(sku_id=sku_id, order_ids=["f" * 32])[0] == {"f" * 32: Claim.MISSING}
+    rs.settle(sku_id=sku_id, confirmed=[b.order_id])
+    assert rs.release(sku_id=sku_id, order_id=b.order_id) is Release.DONE
 
 
-def test_claim_batches_others_once_and_settle_is_idempotent(sku_id):
+def test_settle_is_idempotent_and_returns_what_each_refusal_says(sku_id):
     rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=10, limit=1))
-    ids = [reserve(sku_id, user=u).order_id for u in range(1, 6)]
-    states, items = rs.claim(sku_id=sku_id, order_ids=[ids[2]], batch=10)
-    assert states == {ids[2]: "claimed"}
-    assert sorted(i.order_id for i in items) == sorted(ids)
-    # a second consumer finds nothing left to batch
-    _, again = rs.claim(sku_id=sku_id, order_ids=[ids[0]], batch=10)
-    assert [i.order_id for i in again] == [ids[0]]
-    # ids[4] refused by MySQL for stock: buyer count back, unit not
-    assert rs.settle(sku_id=sku_id, confirmed=ids[:4], failed=[ids[4]]) == 5
-    assert rs.settle(sku_id=sku_id, confirmed=ids[:4], failed=[ids[4]]) == 0
+    ids = [reserve(sku_id, user=u).order_id for u in range(1, 7)]
+    rs.claim(sku_id=sku_id, order_ids=ids)
+    # ids[4] refused by MySQL for stock: buyer count back, unit not;
+    # ids[5] refused for another reason: both back
+    assert rs.settle(sku_id=sku_id, confirmed=ids[:4], failed=[ids[4]], given_back=[ids[5]]) == 6
+    assert rs.settle(sku_id=sku_id, confirmed=ids[:4], failed=[ids[4]], given_back=[ids[5]]) == 0
     live = rs.live_stock(sku_id=sku_id)
     assert (live.available, live.inflight) == (5, 0)
-    assert rs.claim(sku_id=sku_id, order_ids=[ids[1], ids[3]], batch=10)[0] == {ids[1]: "done", ids[3]: "done"}
-    assert reserve(sku_id, user=5).code == rs.OK  # user 5's count came back
-    assert reserve(sku_id, user=1).code == rs.LIMIT_REACHED
+    assert rs.claim(sku_id=sku_id, order_ids=ids[1:3])[0] == {ids[1]: Claim.DONE, ids[2]: Claim.DONE}
+    assert reserve(sku_id, user=5).code is Reserve.OK  # user 5's count came back
+    assert reserve(sku_id, user=6).code is Reserve.OK  # and user 6's
+    assert reserve(sku_id, user=1).code is Reserve.LIMIT_REACHED
+
+
+def test_claim_and_settle_take_any_number_of_ids_in_bounded_calls(sku_id):
+    rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=1500, limit=1))
+    ids = [reserve(sku_id, user=u).order_id for u in range(1, 1201)]
+    states, items = rs.claim(sku_id=sku_id, order_ids=ids)
+    assert set(states.values()) == {Claim.CLAIMED} and len(items) == 1200
+    assert rs.settle(sku_id=sku_id, confirmed=ids) == 1200
+    assert rs.live_stock(sku_id=sku_id).inflight == 0
+
+
+@override_settings(SECKILL_ORPHAN_GRACE_SECONDS=1)
+def test_due_returns_a_slow_reservation_once_per_deadline_and_never_a_fresh_claim(sku_id):
+    rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=10, limit=5))
+    a, b = reserve(sku_id, user=1), reserve(sku_id, user=2)
+    assert rs.due(sku_id=sku_id, cap=100) == []  # within their grace period
+    time.sleep(0.6)
+    rs.claim(sku_id=sku_id, order_ids=[b.order_id])  # a consumer took b 0.6 s after the reserve
+    first = rs.due(sku_id=sku_id, cap=100, ahead_ms=500)
+    assert [r.order_id for r in first] == [a.order_id]  # b's claim is younger than the grace
+    # republished once: not again until its next deadline, however often the sweep runs
+    assert rs.due(sku_id=sku_id, cap=100, ahead_ms=500) == []
+    # a claim whose consumer died is due once its own grace has passed; a is not due yet
+    later = rs.due(sku_id=sku_id, cap=100, ahead_ms=1200)
+    assert [r.order_id for r in later] == [b.order_id]
+    assert sorted(r.order_id for r in rs.due(sku_id=sku_id, cap=100, ahead_ms=60_000)) == sorted(
+        [a.order_id, b.order_id])
+
+
+def test_due_is_capped(sku_id):
+    rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=50, limit=50))
+    for u in range(30):
+        reserve(sku_id, user=u)
+    assert len(rs.due(sku_id=sku_id, cap=12, ahead_ms=10_500)) == 12
+    assert len(rs.due(sku_id=sku_id, cap=100, ahead_ms=10_500)) == 18
+
+
+def test_gives_apply_once_and_wait_for_a_snapshot(sku_id):
+    assert rs.give(sku_id=sku_id, op_id="g1", quantity=2) is Give.NOT_WARM
+    assert not rs.is_applied(sku_id=sku_id, op_id="g1")  # not marked: it must come again
+    rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=5))
+    assert rs.give(sku_id=sku_id, op_id="g1", quantity=2) is Give.APPLIED
+    assert rs.give(sku_id=sku_id, op_id="g1", quantity=2) is Give.ALREADY
+    assert rs.live_stock(sku_id=sku_id).available == 7
+
+
+@override_settings(SECKILL_MARKER_LIFETIME_SECONDS=1, SECKILL_DONE_MARKER_SECONDS=1)
+def test_markers_live_no_longer_than_their_lifetime(sku_id):
+    rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=500, limit=500))
+    k = rs.sku_keys(sku_id)
+    for i in range(50):
+        rs.give(sku_id=sku_id, op_id=f"old-{i}", quantity=0)
+        o = reserve(sku_id, user=1)
+        rs.release(sku_id=sku_id, order_id=o.order_id)
+        d = reserve(sku_id, user=2)
+        rs.settle(sku_id=sku_id, confirmed=[d.order_id])
+    r = rs.redis()
+    assert (r.zcard(k.applied), r.zcard(k.released), r.zcard(k.done)) == (50, 50, 50)
+    time.sleep(1.1)
+    rs.give(sku_id=sku_id, op_id="new", quantity=0)
+    o = reserve(sku_id, user=1)
+    rs.release(sku_id=sku_id, order_id=o.order_id)
+    d = reserve(sku_id, user=2)
+    rs.settle(sku_id=sku_id, confirmed=[d.order_id])
+    assert (r.zcard(k.applied), r.zcard(k.released), r.zcard(k.done)) == (1, 1, 1)
+
+
+@override_settings(SECKILL_IDEMPOTENCY_SECONDS=1)
+def test_idempotency_records_are_trimmed_unless_their_order_is_in_flight(sku_id):
+    rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=100, limit=100))
+    k = rs.sku_keys(sku_id)
+    kept = reserve(sku_id, user=1, key="in-flight")
+    settled = [reserve(sku_id, user=1, key=f"k{i}").order_id for i in range(5)]
+    rs.settle(sku_id=sku_id, confirmed=settled)
+    time.sleep(1.1)
+    for i in range(5):
+        reserve(sku_id, user=2, key=f"fresh{i}")
+    r = rs.redis()
+    fields = {f.decode() for f in r.hkeys(k.idem)}
+    assert "1:in-flight" in fields and not any(f"1:k{i}" in fields for i in range(5))
+    assert reserve(sku_id, user=1, key="in-flight").order_id == kept.order_id
+
+
+def test_sale_data_pushes_apply_newest_version_first(sku_id):
+    rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=5))
+    assert rs.meta_update(sku_id=sku_id, per_user_limit=3, starts_ms=0, ends_ms=0, status="paused",
+                          version=3) is rs.Meta.UPDATED
+    # the push of version 2 arrives late: it changes nothing
+    assert rs.meta_update(sku_id=sku_id, per_user_limit=9, starts_ms=0, ends_ms=0, status="active",
+                          version=2) is rs.Meta.STALE
+    assert reserve(sku_id).code is Reserve.NOT_ACTIVE
+
+
+def test_freeze_cancel_gives_back_a_take_or_blocks_a_late_one(sku_id):
+    rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=10))
+    assert rs.freeze(sku_id=sku_id, op_id="f1", quantity=4) is Freeze.TAKEN
+    assert rs.freeze_cancel(sku_id=sku_id, op_id="f1", quantity=4) == 1
+    assert rs.freeze_cancel(sku_id=sku_id, op_id="f1", quantity=4) == 0
+    assert rs.live_stock(sku_id=sku_id).available == 10
+    assert rs.freeze_cancel(sku_id=sku_id, op_id="f2", quantity=3) == 2
+    assert rs.freeze(sku_id=sku_id, op_id="f2", quantity=3) is Freeze.ALREADY  # the late take is blocked
+    assert rs.live_stock(sku_id=sku_id).available == 10
+
+
+def test_key_claims_one_winner_across_skus(sku_id):
+    token = uuid.uuid4().hex
+    other_sku = f"{sku_id}-b"
+    for s in (sku_id, other_sku):
+        rs.snapshot_load(sku_id=s, snapshot=snapshot(available=5))
+    lost, won = rs.reserve_claiming_key(token=token, sku_id=sku_id, user_id=1, quantity=1, idempotency_key="K",
+                                        order_id="a" * 32)
+    assert lost is None and won.code is Reserve.OK
+    other, result = rs.reserve_claiming_key(token=token, sku_id=other_sku, user_id=1, quantity=1,
+                                            idempotency_key="K", order_id="b" * 32)
+    assert other == rs.KeyClaim("a" * 32, sku_id, 1, other.claimed_ms)
+    assert result.code is Reserve.OK  # the caller undoes it: see order_place
+    _, prior = rs.token_lookup(token=token, idempotency_key="K")
+    assert prior.order_id == "a" * 32
+    assert rs.token_lookup(token=token, idempotency_key="k")[1] is None  # case-sensitive
+    rs.key_forget(token=token, idempotency_key="K", order_id="b" * 32)  # not its claim: kept
+    assert rs.token_lookup(token=token, idempotency_key="K")[1] is not None
+    rs.key_forget(token=token, idempotency_key="K", order_id="a" * 32)
+    assert rs.token_lookup(token=token, idempotency_key="K")[1] is None
 
 
 def test_concurrent_reserves_never_oversell(sku_id):
     rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=50, limit=1000))
-    codes: list[int] = []
+    codes: list[Reserve] = []
     lock = threading.Lock()
 
     def buyer(u):
@@ -127,7 +271,7 @@ def test_concurrent_reserves_never_oversell(sku_id):
     threads = [threading.Thread(target=buyer, args=(u,)) for u in range(8)]
     [t.start() for t in threads]
     [t.join() for t in threads]
-    assert codes.count(rs.OK) == 50
-    assert codes.count(rs.SOLD_OUT) == 150
+    assert codes.count(Reserve.OK) == 50
+    assert codes.count(Reserve.SOLD_OUT) == 150
     live = rs.live_stock(sku_id=sku_id)
     assert (live.available, live.inflight) == (0, 50)

@@ -10,7 +10,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from inventory.errors import IdempotencyKeyRequired, InvalidInput, OrderNotFound
-from orders import selectors, services
+from orders import selectors
+from orders.services import life, place
 from orders.api.serializers import ErrorBody, OrderAccepted, OrderOutput, OrderPlaceInput
 
 _DATETIME = serializers.DateTimeField()
@@ -45,10 +46,10 @@ class OrderListCreateView(GenericAPIView):
     def post(self, request):
         data = validated_order_input(request)
         key = idempotency_key_of(request)
-        placed = services.order_place(
+        placed = place.order_place(
             user_id=request.user.id, token=request.auth.key, sku_id=data["sku_id"],
             quantity=data["quantity"], idempotency_key=key,
-            idempotency_pointer=request.auth.idempotency_pointer,
+            prior=request.auth.prior,
         )
         body = {"order_id": placed.order_id, "status": "PROCESSING", "sku_id": placed.sku_id,
                 "quantity": placed.quantity, "created_at": None, "replayed": not placed.created}
@@ -58,7 +59,7 @@ class OrderListCreateView(GenericAPIView):
                 datetime.fromtimestamp(placed.reserved_ms / 1000, tz=dt_timezone.utc))
         else:
             # A retry: answer with what that order is now (a rare, read-only path).
-            current = selectors.order_get(user_id=request.user.id, order_id=placed.order_id)
+            current = selectors.order_get(user_id=request.user.id, token=request.auth.key, order_id=placed.order_id)
             if current is not None:
                 body.update(OrderAccepted({**body, "status": current.status, "created_at": current.created_at}).data)
         return Response(body, status=status.HTTP_202_ACCEPTED)
@@ -69,14 +70,14 @@ class OrderListCreateView(GenericAPIView):
         rows = [OrderOutput(selectors.OrderView.of(o)).data for o in page]
         if self.paginator.page.number == 1:
             # Newest first: orders still PROCESSING (in Redis only) lead page 1.
-            rows = [OrderOutput(v).data for v in selectors.orders_in_flight(user_id=request.user.id)] + rows
+            rows = [OrderOutput(v).data for v in selectors.orders_in_flight(user_id=request.user.id, token=request.auth.key)] + rows
         return self.get_paginated_response(rows)
 
 
 class OrderDetailView(APIView):
     @extend_schema(responses={200: OrderOutput, 404: ErrorBody})
     def get(self, request, order_id: str):
-        view = selectors.order_get(user_id=request.user.id, order_id=order_id)
+        view = selectors.order_get(user_id=request.user.id, token=request.auth.key, order_id=order_id)
         if view is None:
             raise OrderNotFound()
         return Response(OrderOutput(view).data)
@@ -108,7 +109,7 @@ class OrderPayView(APIView):
         data = request.data if isinstance(request.data, dict) else {}
         body = PayInput(data=data)
         body.is_valid(raise_exception=True)
-        order = services.order_pay(user_id=request.user.id, order_id=order_id,
+        order = life.order_pay(user_id=request.user.id, token=request.auth.key, order_id=order_id,
                                    payment_id=body.validated_data.get("payment_id"))
         return Response(OrderOutput(selectors.OrderView.of(order)).data)
 
@@ -116,5 +117,5 @@ class OrderPayView(APIView):
 class OrderCancelView(APIView):
     @extend_schema(request=None, responses={200: OrderOutput, 404: ErrorBody, 409: ErrorBody})
     def post(self, request, order_id: str):
-        order = services.order_cancel(user_id=request.user.id, order_id=order_id)
+        order = life.order_cancel(user_id=request.user.id, token=request.auth.key, order_id=order_id)
         return Response(OrderOutput(selectors.OrderView.of(order)).data)

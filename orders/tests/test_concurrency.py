@@ -1,51 +1,16 @@
 """Many concurrent buyers over real HTTP (gunicorn) with a real worker."""
 from __future__ import annotations
 
-import http.client
-import json
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from conftest import run_parallel
 from inventory.models import InventoryLog
 from inventory.tests.helpers import assert_balanced, decr_log_by_order, settled
 from orders.models import Order
 
 pytestmark = [pytest.mark.worker, pytest.mark.web]
-
-
-class Http:
-    """One keep-alive connection per thread."""
-
-    def __init__(self, port: int):
-        self.port = port
-        self.conn: http.client.HTTPConnection | None = None
-
-    def post_order(self, token: str, sku_id: str, qty: int, key: str) -> tuple[int, dict]:
-        body = json.dumps({"sku_id": sku_id, "quantity": qty})
-        headers = {"Authorization": f"Token {token}", "Content-Type": "application/json", "Idempotency-Key": key}
-        for _ in range(3):
-            try:
-                if self.conn is None:
-                    self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-                self.conn.request("POST", "/api/v1/orders", body, headers)
-                resp = self.conn.getresponse()
-                return resp.status, json.loads(resp.read() or b"{}")
-            except (ConnectionError, http.client.HTTPException):
-                self.conn = None
-        raise AssertionError("server kept dropping the connection")
-
-
-def run_parallel(port: int, jobs: list[tuple[str, str, int, str]], threads: int = 32) -> list[tuple[int, dict]]:
-    chunks = [jobs[i::threads] for i in range(threads)]
-
-    def work(chunk):
-        client = Http(port)
-        return [client.post_order(*job) for job in chunk]
-
-    with ThreadPoolExecutor(threads) as pool:
-        return [r for part in pool.map(work, chunks) for r in part]
 
 
 def test_500_buyers_on_50_units_sell_exactly_50(web, worker, make_sku, make_buyers):

@@ -84,7 +84,7 @@ def test_redis_down_answers_503(api, make_sku, make_buyers):
     (_, token), = make_buyers(1)
     client = api(token)
     buy(client, sku.sku_id, "prime")  # token record cached
-    with mock.patch("inventory.redis_store.reserve", side_effect=redis_store.RedisError("down")):
+    with mock.patch("inventory.redis_store.reserve_claiming_key", side_effect=redis_store.RedisError("down")):
         r = buy(client, sku.sku_id, "k2")
     assert r.status_code == 503 and r.json()["code"] == "unavailable"
 
@@ -117,7 +117,7 @@ def test_list_shows_an_order_still_processing(api, make_sku, make_buyers):
     """No worker here: the order stays in flight, and the list shows it first."""
     sku = make_sku(stock=3, per_user_limit=2)
     (_, token), (_, other) = make_buyers(2)
-    with mock.patch("inventory.tasks.publish_confirm"):
+    with mock.patch("inventory.messages.publish_confirm"):
         first = buy(api(token), sku.sku_id, "one").json()["order_id"]
         second = buy(api(token), sku.sku_id, "two").json()["order_id"]
         buy(api(other), sku.sku_id, "three")
@@ -126,3 +126,105 @@ def test_list_shows_an_order_still_processing(api, make_sku, make_buyers):
     assert len(listed) == 2  # nobody else's
     redis_store.release(sku_id=sku.sku_id, order_id=first)
     redis_store.release(sku_id=sku.sku_id, order_id=second)
+
+
+# --- Idempotency-Key: opaque, case-sensitive, scoped to the user across SKUs ------------
+
+@pytest.mark.worker
+def test_keys_that_differ_only_in_case_are_three_orders(api, make_sku, make_buyers, worker):
+    sku = make_sku(stock=5, per_user_limit=3)
+    (_, token), = make_buyers(1)
+    client = api(token)
+    ids = [buy(client, sku.sku_id, k).json()["order_id"] for k in ("Key-abc", "KEY-ABC", "key-abc")]
+    assert len(set(ids)) == 3
+    wait_until(lambda: Order.objects.filter(pk__in=ids, status="PENDING_PAYMENT").count() == 3,
+               what="three orders confirmed, none refused")
+    for oid in ids:
+        assert client.get(f"/api/v1/orders/{oid}").json()["status"] == "PENDING_PAYMENT"
+    assert buy(client, sku.sku_id, "KEY-ABC").json()["order_id"] == ids[1]  # each replays its own
+
+
+def test_the_same_key_for_another_sku_is_422_and_takes_nothing(api, make_sku, make_buyers):
+    a, b = make_sku(stock=5), make_sku(stock=5)
+    (_, token), = make_buyers(1)
+    client = api(token)
+    first = buy(client, a.sku_id, "one-key")
+    assert first.status_code == 202
+    other = buy(client, b.sku_id, "one-key")
+    assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
+    assert redis_store.live_stock(sku_id=b.sku_id).available == 5
+    assert buy(client, a.sku_id, "one-key", qty=2).status_code == 422
+
+
+@pytest.mark.worker
+@pytest.mark.web
+def test_the_same_key_for_two_skus_at_the_same_moment_makes_one_order(web, worker, make_sku, make_buyers):
+    from conftest import run_parallel
+
+    a, b = make_sku(stock=50), make_sku(stock=50)
+    buyers = make_buyers(20)
+    jobs = [(tok, sku.sku_id, 1, f"same-{i}") for i, (_, tok) in enumerate(buyers) for sku in (a, b)]
+    results = run_parallel(web.port, jobs, threads=len(jobs))  # one request per thread: all at once
+    by_key: dict[str, list[tuple[int, dict]]] = {}
+    for (_tok, _sku, _q, key), res in zip(jobs, results):
+        by_key.setdefault(key, []).append(res)
+    accepted = {body["order_id"] for status, body in results if status == 202}
+    for key, pair in by_key.items():
+        codes = sorted(s for s, _ in pair)
+        assert codes == [202, 422], (key, pair)
+    assert len(accepted) == 20
+    wait_until(lambda: Order.objects.filter(pk__in=accepted, status="PENDING_PAYMENT").count() == 20,
+               what="twenty orders, none FAILED")
+    assert Order.objects.filter(sku_id__in=[a.sku_id, b.sku_id]).count() == 20
+
+
+# --- An ambiguous publish ---------------------------------------------------------------
+
+@pytest.mark.worker
+def test_a_publish_that_failed_after_the_broker_stored_it_answers_202_when_confirmed(
+        api, make_sku, make_buyers, worker):
+    """First publish stored, its confirm lost, the worker confirmed it meanwhile:
+    the client is told 202 with the order, never "503, nothing taken"."""
+    from inventory import messages
+
+    real = messages.publish_confirm
+    sku = make_sku(stock=3)
+    (_, token), = make_buyers(1)
+
+    def stored_then_lost(reservation, *, deadline):
+        real(reservation, deadline=deadline)
+        wait_until(lambda: Order.objects.filter(pk=reservation.order_id).exists(), what="worker confirmed it")
+        raise TimeoutError("confirm lost")
+
+    with mock.patch("inventory.messages.publish_confirm", side_effect=stored_then_lost):
+        r = buy(api(token), sku.sku_id, "ambiguous")
+    assert r.status_code == 202, r.json()
+    assert Order.objects.get(pk=r.json()["order_id"]).status == "PENDING_PAYMENT"
+    settled(sku.sku_id)
+    assert_balanced(sku.sku_id)
+
+
+@pytest.mark.worker
+def test_a_503_stays_true_when_the_broker_delivers_the_message_after_redis_lost_the_release(
+        api, make_sku, make_buyers, worker):
+    """The client was told 503; the broker had the message after all and
+    delivers it once Redis has forgotten the release: no order may appear."""
+    from conftest import publish, reserve_direct
+    from inventory import messages
+
+    sku = make_sku(stock=3)
+    (user, token), = make_buyers(1)
+    sent: list = []
+    with mock.patch("inventory.messages.publish_confirm", side_effect=lambda r, deadline: (sent.append(r), 1 / 0)):
+        r = buy(api(token), sku.sku_id, "told-503")
+    assert r.status_code == 503
+    [reservation] = sent
+    redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).released)  # Redis forgets the release
+    messages.publish_confirms([reservation])  # ... and the broker delivers the stored copy
+    marker = reserve_direct(sku.sku_id, user.pk, key="after")
+    publish(marker)  # one consumer, in order: once this one is confirmed, the first was handled
+    wait_until(lambda: Order.objects.filter(pk=marker.order_id).exists(), what="the later message confirmed")
+    assert not Order.objects.filter(pk=reservation.order_id).exists()
+    settled(sku.sku_id)
+    row = assert_balanced(sku.sku_id)
+    assert (row.available_stock, row.locked_stock) == (2, 1)

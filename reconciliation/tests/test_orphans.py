@@ -1,86 +1,129 @@
-"""A reservation whose confirm message never left (web died after the Lua call)
-is found by the orphan sweep and confirmed; a confirmed one still in flight is settled."""
+"""The orphan sweep: a reservation whose confirm message never left is found and
+confirmed; one that is merely slow is not republished on every sweep; the
+republished lists are bounded; a confirmed one still in flight is settled."""
 from __future__ import annotations
 
+import json
 import uuid
+from unittest import mock
 
 import pytest
+from django.test import override_settings
 
-from conftest import wait_until
-from inventory import redis_store
+from conftest import publish, reserve_direct, wait_until
+from inventory import messages, redis_store
 from inventory.tests.helpers import assert_balanced, settled
 from orders.models import Order
-from inventory.services import Reservation
+from orders.services.confirm import confirm_in_mysql
 from reconciliation.services import orphans_recover
 
-pytestmark = pytest.mark.worker
 
-
+@pytest.mark.worker
 def test_reservation_without_message_is_republished_and_confirmed(worker, make_sku, make_buyers):
     sku = make_sku(stock=4)
     (user, _), = make_buyers(1)
-    oid = uuid.uuid4().hex
     # the web process "died" right after the Lua call: no message was published
-    assert redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k",
-                               order_id=oid).code == redis_store.OK
-    assert orphans_recover(grace_seconds=3600, sku_ids=[sku.sku_id]).republished == []  # still within its grace period
-    sweep = orphans_recover(grace_seconds=0, sku_ids=[sku.sku_id])
-    assert sweep.republished == [oid]
-    wait_until(lambda: Order.objects.filter(pk=oid, status=Order.Status.PENDING_PAYMENT).exists(),
+    res = reserve_direct(sku.sku_id, user.pk)
+    assert orphans_recover(sku_ids=[sku.sku_id]).republished == []  # still within its grace period
+    sweep = orphans_recover(sku_ids=[sku.sku_id], ahead_s=15)
+    assert sweep.republished == [res.order_id]
+    wait_until(lambda: Order.objects.filter(pk=res.order_id, status=Order.Status.PENDING_PAYMENT).exists(),
                what="orphan confirmed")
     settled(sku.sku_id)
     row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.locked_stock) == (3, 1)
-    assert orphans_recover(grace_seconds=0, sku_ids=[sku.sku_id]).republished == []
+    assert orphans_recover(sku_ids=[sku.sku_id], ahead_s=3600).republished == []
 
 
+@pytest.mark.worker
 def test_broker_message_lost_after_publish_is_recovered(worker, make_sku, make_buyers, api):
-    """Publish 'succeeded' but the broker lost the message (no publisher confirm on
-    the web path): the in-flight record is the second copy."""
-    from unittest import mock
-
+    """Publish 'succeeded' but the broker lost the message: the in-flight record
+    is the second copy."""
     sku = make_sku(stock=2)
     (_, token), = make_buyers(1)
-    with mock.patch("inventory.tasks.publish_confirm"):  # swallowed by a broker that then crashed
+    with mock.patch("inventory.messages.publish_confirm"):  # swallowed by a broker that then crashed
         r = api(token).post("/api/v1/orders", {"sku_id": sku.sku_id, "quantity": 1}, format="json",
                             HTTP_IDEMPOTENCY_KEY="lost")
     assert r.status_code == 202
     oid = r.json()["order_id"]
-    assert orphans_recover(grace_seconds=0, sku_ids=[sku.sku_id]).republished == [oid]
+    assert orphans_recover(sku_ids=[sku.sku_id], ahead_s=15).republished == [oid]
     wait_until(lambda: Order.objects.filter(pk=oid).exists(), what="lost message recovered")
     settled(sku.sku_id)
     assert_balanced(sku.sku_id)
 
 
+@pytest.mark.worker
 def test_reservation_of_a_deleted_user_does_not_block_the_sku(worker, make_sku, make_buyers):
     from inventory.models import DeadLetter
-    from inventory.tasks import publish_confirms
 
     sku = make_sku(stock=3)
     (user, _), = make_buyers(1)
-    ghost, good = uuid.uuid4().hex, uuid.uuid4().hex
-    redis_store.reserve(sku_id=sku.sku_id, user_id=10**9, quantity=1, idempotency_key="g", order_id=ghost)
-    redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k", order_id=good)
-    publish_confirms([Reservation.from_inflight(sku.sku_id, e) for e in redis_store.inflight_entries(sku_id=sku.sku_id)])
-    wait_until(lambda: Order.objects.filter(pk=good).exists(), what="the good reservation confirmed")
+    ghost = reserve_direct(sku.sku_id, 10**9, key="g")
+    good = reserve_direct(sku.sku_id, user.pk, key="k")
+    messages.publish_confirms([ghost, good])  # one message carrying both
+    wait_until(lambda: Order.objects.filter(pk=good.order_id).exists(), what="the good reservation confirmed")
     settled(sku.sku_id)
-    assert not Order.objects.filter(pk=ghost).exists()
-    assert DeadLetter.objects.filter(payload__order_id=ghost).exists()
+    assert not Order.objects.filter(pk=ghost.order_id).exists()
+    assert DeadLetter.objects.filter(payload__order_id=ghost.order_id).exists()
     row = assert_balanced(sku.sku_id)  # the ghost's unit went back to Redis
     assert (row.available_stock, row.locked_stock) == (2, 1)
 
 
 def test_confirmed_order_still_in_flight_is_settled(make_sku, make_buyers, live_db):
     """The confirm committed but its process died before settling Redis."""
-    from inventory.services import _confirm_batch_in_mysql
-
     sku = make_sku(stock=3)
     (user, _), = make_buyers(1)
-    oid = uuid.uuid4().hex
-    redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k", order_id=oid)
-    _confirm_batch_in_mysql(sku_id=sku.sku_id, batch=[Reservation(oid, sku.sku_id, user.pk, 1, "k", 0)])
+    res = reserve_direct(sku.sku_id, user.pk)
+    confirm_in_mysql(sku_id=sku.sku_id, batch=[res])
     assert redis_store.live_stock(sku_id=sku.sku_id).inflight == 1
-    sweep = orphans_recover(grace_seconds=0, sku_ids=[sku.sku_id])
-    assert (sweep.settled, sweep.republished) == ([oid], [])
+    with mock.patch("inventory.messages.publish_confirms") as sent:
+        sweep = orphans_recover(sku_ids=[sku.sku_id], ahead_s=15)
+    assert (sweep.settled, sweep.republished) == ([res.order_id], [])
+    sent.assert_called_once_with([])
     row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.locked_stock) == (2, 1)
+
+
+@override_settings(SECKILL_MESSAGE_CHUNK=50, SECKILL_ORPHAN_SWEEP_CAP=120)
+def test_a_slow_backlog_is_republished_once_per_deadline_in_bounded_messages(make_sku, make_buyers, live_db):
+    """Worker down: 300 reservations wait. The sweep republishes at most its cap
+    per run, in messages of at most the chunk size, and a reservation it has
+    republished is not republished again before its next deadline."""
+    sku = make_sku(stock=300, per_user_limit=300)
+    (user, _), = make_buyers(1)
+    ids = {reserve_direct(sku.sku_id, user.pk).order_id for _ in range(300)}
+    bodies: list[bytes] = []
+
+    def capture(body, headers, **_kw):
+        bodies.append(body)
+
+    with mock.patch("inventory.messages._send", side_effect=capture):
+        runs = [orphans_recover(sku_ids=[sku.sku_id], ahead_s=15).republished for _ in range(4)]
+        again = orphans_recover(sku_ids=[sku.sku_id], ahead_s=15).republished
+        later = orphans_recover(sku_ids=[sku.sku_id], ahead_s=40).republished
+    assert [len(r) for r in runs] == [120, 120, 60, 0]
+    assert set().union(*runs) == ids  # each once
+    assert again == []  # nothing is due again before its next deadline
+    assert len(later) == 120  # ... and then each is, at most the cap at a time
+    sizes = [len(json.loads(b)["r"]) for b in bodies]
+    assert max(sizes) == 50 and sum(sizes) == 420
+    for oid in ids:
+        redis_store.release(sku_id=sku.sku_id, order_id=oid)
+
+
+def test_an_ended_sku_with_reservations_in_flight_is_still_swept(make_sku, make_buyers, live_db):
+    from inventory.models import Sku
+    from inventory.selectors import sku_ids_sweepable
+    from inventory.services.skus import sku_update
+
+    sku, idle = make_sku(stock=3), make_sku(stock=3)
+    (user, _), = make_buyers(1)
+    res = reserve_direct(sku.sku_id, user.pk)
+    for s in (sku, idle):
+        sku_update(sku_id=s.sku_id, actor="t", status=Sku.Status.ENDED)
+    swept = sku_ids_sweepable()
+    assert sku.sku_id in swept and idle.sku_id not in swept
+    with mock.patch("inventory.messages.publish_confirms") as sent:
+        assert orphans_recover(ahead_s=15).republished.count(res.order_id) == 1
+    assert res.order_id in [r.order_id for call in sent.call_args_list for r in call.args[0]]
+    redis_store.release(sku_id=sku.sku_id, order_id=res.order_id)

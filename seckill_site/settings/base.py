@@ -47,6 +47,8 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "django_celery_beat",
+    "core",
+    "accounts",
     "inventory",
     "orders",
     "reconciliation",
@@ -115,8 +117,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
-TIME_ZONE = "UTC"
+LANGUAGE_CODE = os.environ.get("LANGUAGE_CODE", "en-us")
+# A date-time given without an offset (commands, admin) is in this zone.
+TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
 
@@ -131,7 +134,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "/admin/login/"
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["seckill_site.authentication.CachedTokenAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.CachedTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
@@ -164,7 +167,31 @@ SECKILL_METRICS_TOKEN = os.environ.get("SECKILL_METRICS_TOKEN", "")
 # "sold out" (see orders.services.order_place).
 SECKILL_SOLD_OUT_MEMO_SECONDS = float(os.environ.get("SECKILL_SOLD_OUT_MEMO_SECONDS", "0.5"))
 # Largest number of reservations one confirm transaction takes.
-SECKILL_CONFIRM_BATCH = env_int("SECKILL_CONFIRM_BATCH", 200)
+SECKILL_CONFIRM_BATCH = env_int("SECKILL_CONFIRM_BATCH", 1000)
+# The confirm consumer (orders.consumers) takes up to this many messages from
+# the broker at once, and waits at most this long for a batch to fill.
+SECKILL_CONFIRM_PREFETCH = env_int("SECKILL_CONFIRM_PREFETCH", 2000)
+SECKILL_CONFIRM_LINGER_MS = env_int("SECKILL_CONFIRM_LINGER_MS", 20)
+SECKILL_CONFIRM_CONSUMER = env_bool("SECKILL_CONFIRM_CONSUMER", True)
+# Reservations per message when several travel together (orphan sweep).
+SECKILL_MESSAGE_CHUNK = env_int("SECKILL_MESSAGE_CHUNK", 100)
+# The purchase path's publish must be confirmed within this long after the
+# reserve, or the request answers 503 and the reservation is undone (and
+# tombstoned in MySQL in case the broker stored it after all).
+SECKILL_PUBLISH_BUDGET_MS = env_int("SECKILL_PUBLISH_BUDGET_MS", 2000)
+# The orphan sweep republishes at most this many reservations per SKU per run,
+# and waits longer between two republishes of the same one as it ages (capped).
+SECKILL_ORPHAN_SWEEP_CAP = env_int("SECKILL_ORPHAN_SWEEP_CAP", 2000)
+SECKILL_ORPHAN_MAX_WAIT_SECONDS = env_int("SECKILL_ORPHAN_MAX_WAIT_SECONDS", 300)
+# Lifetimes of the Redis markers (README, "State stays bounded"):
+# - applied gives/freezes/repairs and released reservations: the longest
+#   redelivery we guard against in Redis (MySQL holds the durable record);
+# - done (confirmed and settled): only the web's ambiguous-publish check and
+#   quick redeliveries need it, MySQL answers the rest;
+# - an Idempotency-Key is remembered this long (Redis), forever in MySQL.
+SECKILL_MARKER_LIFETIME_SECONDS = env_int("SECKILL_MARKER_LIFETIME_SECONDS", 86400)
+SECKILL_DONE_MARKER_SECONDS = env_int("SECKILL_DONE_MARKER_SECONDS", 3600)
+SECKILL_IDEMPOTENCY_SECONDS = env_int("SECKILL_IDEMPOTENCY_SECONDS", 86400)
 SECKILL_MAX_QUANTITY = 1000
 SECKILL_BENCH_ENDPOINTS = env_bool("SECKILL_BENCH_ENDPOINTS", False)
 
@@ -173,7 +200,13 @@ CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "amqp://guest:guest@127.
 CELERY_TASK_SIGNING_KEY = os.environ.get("SECKILL_TASK_SIGNING_KEY", "")
 CELERY_QUEUE = os.environ.get("SECKILL_QUEUE", "seckill")
 CELERY_DEAD_LETTER_QUEUE = CELERY_QUEUE + ".dead"
+# Queue arguments can never change once a queue exists (RabbitMQ refuses the
+# declaration), so the task queue keeps the limit it was created with.
 CELERY_DELIVERY_LIMIT = env_int("SECKILL_DELIVERY_LIMIT", 5)
+SECKILL_CONFIRM_QUEUE = CELERY_QUEUE + ".confirm"
+# The bulk confirm consumer holds many messages at once; each worker crash
+# counts a delivery for every one of them, so its limit leaves room for a few.
+SECKILL_CONFIRM_DELIVERY_LIMIT = env_int("SECKILL_CONFIRM_DELIVERY_LIMIT", 20)
 _dead_letter_exchange = Exchange(CELERY_QUEUE + ".dlx", type="direct", durable=True)
 CELERY_TASK_QUEUES = [
     Queue(
@@ -232,7 +265,7 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.3,
 }
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
-CELERY_TIMEZONE = "UTC"
+CELERY_TIMEZONE = TIME_ZONE
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 LOGGING = {

@@ -3,10 +3,11 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils.dateparse import parse_datetime
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
-from inventory import selectors, services
+from inventory import selectors
+from inventory.services.skus import sku_create
 
 
 def _when(raw: str | None, flag: str):
@@ -15,7 +16,8 @@ def _when(raw: str | None, flag: str):
     value = parse_datetime(raw)
     if value is None:
         raise CommandError(f"{flag}: not an ISO 8601 date-time: {raw!r}")
-    return value if timezone.is_aware(value) else timezone.make_aware(value, timezone.utc)
+    # Without an offset, a date-time is in the configured TIME_ZONE (API.md).
+    return value if timezone.is_aware(value) else timezone.make_aware(value)
 
 
 class Command(BaseCommand):
@@ -51,7 +53,7 @@ class Command(BaseCommand):
             raise CommandError("--ends-at must be in the future.")
         if selectors.sku_get(sku_id=sku_id) is not None:
             raise CommandError(f"SKU {sku_id!r} already exists.")
-        sku = services.sku_create(sku_id=sku_id, stock=stock, name=name, per_user_limit=per_user_limit,
+        sku = sku_create(sku_id=sku_id, stock=stock, name=name, per_user_limit=per_user_limit,
                                   price=price_value, starts_at=starts, ends_at=ends, actor="create_sku")
         self.stdout.write(f"created {sku.sku_id}: stock {sku.total_stock}, per-user limit {sku.per_user_limit}, "
                           f"on sale from {sku.sale_starts_at.isoformat()}")

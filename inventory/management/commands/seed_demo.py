@@ -6,7 +6,8 @@ from django.core.management.base import BaseCommand
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from inventory import selectors, services
+from inventory import selectors
+from inventory.services.skus import sku_create, stock_warm
 
 DEMO_SKUS = (
     # sku_id, name, stock, per-user limit, price, starts in (hours)
@@ -45,9 +46,9 @@ class Command(BaseCommand):
         now = timezone.now()
         for sku_id, name, stock, limit, price, hours in DEMO_SKUS:
             if selectors.sku_get(sku_id=sku_id) is None:
-                services.sku_create(sku_id=sku_id, stock=stock, name=name, per_user_limit=limit, price=price,
+                sku_create(sku_id=sku_id, stock=stock, name=name, per_user_limit=limit, price=price,
                                     starts_at=now + timedelta(hours=hours), actor="seed_demo")
                 self.stdout.write(f"created {sku_id} ({stock} units)")
             else:
-                services.stock_warm(sku_id=sku_id)
+                stock_warm(sku_id=sku_id)
                 self.stdout.write(f"{sku_id} exists, snapshot warm")

@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from inventory import redis_store, selectors, services
+from inventory import redis_store, selectors
+from inventory.services.skus import stock_warm
 
 
 class Command(BaseCommand):
@@ -14,7 +15,7 @@ class Command(BaseCommand):
         missing = []
         for sku_id in ids:
             was_there = redis_store.snapshot_exists(sku_id=sku_id)
-            if not services.stock_warm(sku_id=sku_id):
+            if not stock_warm(sku_id=sku_id):
                 missing.append(sku_id)
                 continue
             live = redis_store.live_stock(sku_id=sku_id)

@@ -1,4 +1,4 @@
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from reconciliation import services
 from reconciliation.models import ReconciliationRun
@@ -8,7 +8,10 @@ class Command(BaseCommand):
     help = "Run one reconciliation now and print its summary."
 
     def handle(self, *args, **_opts):
-        run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.COMMAND)
+        try:
+            run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.COMMAND)
+        except services.ReconciliationBusy as exc:
+            raise CommandError(f"{exc}; try again in a moment") from exc
         self.stdout.write(
             f"run {run.pk}: {run.skus_checked} SKU(s) checked, {run.skus_drifting} drifting, "
             f"{run.repairs} repair(s), {run.orphans} orphan(s), {run.alerts} alert(s)"

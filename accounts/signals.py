@@ -9,7 +9,7 @@ from django.dispatch import receiver
 from rest_framework.authtoken.models import Token
 
 from inventory import redis_store
-from seckill_site.authentication import user_blob
+from accounts.authentication import user_blob
 
 
 @receiver(post_save, sender=Token)

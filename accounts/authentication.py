@@ -1,7 +1,6 @@
 """DRF token authentication served from Redis, so a purchase costs MySQL nothing.
 
-The token record is written when a token or its user changes (signals in
-inventory.signals) and filled lazily from MySQL after a miss (for example after
+The token record is written when a token or its user changes (accounts.signals) and filled lazily from MySQL after a miss (for example after
 Redis lost its data). The same round trip also fetches what the request's
 Idempotency-Key already made, if anything.
 """
@@ -43,8 +42,8 @@ def user_blob(user) -> str:
 @dataclass
 class TokenInfo:
     key: str
-    # "order_id|sku_id|quantity" made earlier with this request's Idempotency-Key
-    idempotency_pointer: str | None
+    # What this request's Idempotency-Key made before, if anything (any SKU).
+    prior: redis_store.KeyClaim | None
 
 
 class CachedTokenAuthentication(TokenAuthentication):
@@ -65,7 +64,7 @@ class CachedTokenAuthentication(TokenAuthentication):
         idem = request.META.get("HTTP_IDEMPOTENCY_KEY") or None
         if idem is not None and not (1 <= len(idem) <= 64):
             idem = None
-        blob, pointer = redis_store.token_lookup(token=token, idempotency_key=idem)
+        blob, prior = redis_store.token_lookup(token=token, idempotency_key=idem)
         if blob is None:
             blob = self._load_from_mysql(token)
         if blob == "-" or blob is None:
@@ -73,7 +72,7 @@ class CachedTokenAuthentication(TokenAuthentication):
         user = CachedUser.from_blob(blob)
         if not user.is_active:
             raise exceptions.AuthenticationFailed("User inactive or deleted.")
-        return user, TokenInfo(key=token, idempotency_pointer=pointer)
+        return user, TokenInfo(key=token, prior=prior)
 
     @staticmethod
     def _load_from_mysql(token: str) -> str | None:

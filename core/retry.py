@@ -1,0 +1,88 @@
+"""Which failures are worth waiting out, and the loops that wait them out.
+
+Only a store being away or busy is transient: a deadlock (1213), a lock-wait
+timeout (1205), a lost or refused connection, a server shutting down, Redis
+unreachable. Everything else (a packet too large, a constraint, a bug) fails
+the same way every time, so retrying it forever would wedge the consumer; the
+callers split such a batch and set the bad part aside instead.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import Callable, TypeVar
+
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MYSQL_DEADLOCK, MYSQL_LOCK_WAIT_TIMEOUT = 1213, 1205
+# Lock conflicts: the same transaction will likely pass on the next try.
+MYSQL_CONFLICT = {MYSQL_DEADLOCK, MYSQL_LOCK_WAIT_TIMEOUT}
+# The server is away: connection refused or lost, gone away, shutting down,
+# too many connections, connection killed.
+MYSQL_AWAY = {1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031}
+
+
+def mysql_code(exc: BaseException) -> int | None:
+    args = getattr(exc, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, InterfaceError)):
+        return True
+    if isinstance(exc, OperationalError):
+        return mysql_code(exc) in MYSQL_CONFLICT | MYSQL_AWAY
+    return False
+
+
+def with_mysql_retry(fn: Callable[[], T], *, attempts: int = 6) -> T:
+    """Run a transaction again on deadlock or lock-wait timeout, with jittered
+    backoff (request paths: a few tries, then the error surfaces)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except OperationalError as exc:
+            if mysql_code(exc) not in MYSQL_CONFLICT or attempt == attempts:
+                raise
+            logger.warning("mysql %s, retrying (attempt %d)", mysql_code(exc), attempt)
+            time.sleep(min(0.5, 0.01 * 2**attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+def until_done(fn: Callable[[], T], *, attempts: int | None = None, idle: Callable[[], None] | None = None,
+               what: str = "work") -> T:
+    """Run `fn` until it succeeds, waiting out transient failures (backoff capped
+    at 5 s; `attempts=None`: without end). Any other error propagates at once.
+    `idle` runs while waiting (the confirm consumer keeps its broker connection
+    alive with it)."""
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return fn()
+        except Exception as exc:
+            if not is_transient(exc) or (attempts is not None and attempt >= attempts):
+                raise
+            logger.warning("%s: store unavailable (%r), retry %d", what, exc, attempt)
+            if isinstance(exc, (OperationalError, InterfaceError)):
+                _drop_mysql_connection()
+            pause = min(5.0, 0.1 * 2 ** min(attempt, 6)) * (0.5 + random.random() / 2)
+            deadline = time.monotonic() + pause
+            while time.monotonic() < deadline:
+                if idle is not None:
+                    idle()
+                time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+def _drop_mysql_connection() -> None:
+    try:
+        connection.close()
+    except Exception:  # already broken: forget it
+        pass
+    close_old_connections()

@@ -1,0 +1,176 @@
+"""Every message that leaves the process: names, bodies, signing and publishing.
+
+Confirm messages carry reservations from the gate to the confirm consumer
+(`orders.consumers`). They are not Celery task messages: the body is a small
+signed JSON list, read in bulk by one consumer per queue, because Celery's
+per-message machinery cost more CPU than the confirm itself (README, "The
+confirm consumer"). Gives and sweeps are ordinary Celery tasks, sent by name.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from django.conf import settings
+from kombu import Connection, Exchange, Producer, Queue
+
+from inventory import signing
+from inventory.redis_store import Reservation
+
+logger = logging.getLogger(__name__)
+
+CONFIRM_KIND = "confirm"
+SIGNATURE_HEADER = "x-seckill-sig"
+KIND_HEADER = "x-seckill-kind"
+FORMAT_VERSION = 1
+
+GIVE_TASK = "inventory.tasks.stock_give_task"
+
+
+# --- Queues ---------------------------------------------------------------------
+
+def confirm_queue() -> Queue:
+    """The confirm stream: a quorum queue (durable, counts deliveries) with one
+    active consumer at a time, so confirms of a SKU are applied in the order the
+    broker received them; past the delivery limit a message is dead-lettered."""
+    name = settings.SECKILL_CONFIRM_QUEUE
+    dead = settings.CELERY_DEAD_LETTER
+    return Queue(
+        name, Exchange(name, type="direct", durable=True), routing_key=name, durable=True,
+        queue_arguments={
+            "x-queue-type": "quorum",
+            "x-single-active-consumer": True,
+            "x-delivery-limit": settings.SECKILL_CONFIRM_DELIVERY_LIMIT,
+            "x-dead-letter-exchange": dead.exchange.name,
+            "x-dead-letter-routing-key": dead.routing_key,
+        },
+    )
+
+
+def dead_letter_queue() -> Queue:
+    return settings.CELERY_DEAD_LETTER
+
+
+# --- The confirm message --------------------------------------------------------------
+
+class BadMessage(Exception):
+    """A confirm message that is not ours or not well formed: set aside, never applied."""
+
+
+def confirm_encode(reservations: Sequence[Reservation]) -> tuple[bytes, dict[str, str]]:
+    rows = [[r.order_id, r.sku_id, r.user_id, r.quantity, r.reserved_ms, r.epoch, r.idempotency_key]
+            for r in reservations]
+    body = json.dumps({"v": FORMAT_VERSION, "r": rows}, separators=(",", ":")).encode()
+    return body, {SIGNATURE_HEADER: signing.sign_bytes(body), KIND_HEADER: CONFIRM_KIND}
+
+
+def confirm_decode(body: bytes | str, headers: dict | None) -> list[Reservation]:
+    headers = headers or {}
+    if isinstance(body, str):  # py-amqp decodes bodies that declare a text encoding
+        body = body.encode("utf-8")
+    try:
+        signing.verify_bytes(body, headers.get(SIGNATURE_HEADER))
+        data = json.loads(body)
+        if data.get("v") != FORMAT_VERSION:
+            raise BadMessage(f"unknown format version {data.get('v')!r}")
+        out = []
+        for oid, sku, user, qty, ms, epoch, key in data["r"]:
+            if not (isinstance(oid, str) and isinstance(sku, str) and isinstance(key, str)):
+                raise BadMessage("malformed reservation")
+            out.append(Reservation(oid, sku, int(user), int(qty), key, int(ms), int(epoch)))
+        return out
+    except signing.BadSignature as exc:
+        raise BadMessage(str(exc)) from exc
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BadMessage(f"{exc.__class__.__name__}: {exc}") from exc
+
+
+# --- Publishing -------------------------------------------------------------------
+
+@dataclass
+class _Publisher:
+    conn: Connection
+    producer: Producer
+
+
+_local = threading.local()
+# A broker that stops answering (memory alarm, partition) must not hold a caller
+# without end: past this a publish fails.
+PUBLISH_TIMEOUT_S = 3.0
+
+
+def _publisher(confirm: bool) -> _Publisher:
+    cache = getattr(_local, "publishers", None)
+    if cache is None:
+        cache = _local.publishers = {}
+    pub = cache.get(confirm)
+    if pub is None:
+        conn = Connection(settings.CELERY_BROKER_URL, connect_timeout=2,
+                          transport_options={"confirm_publish": confirm})
+        queue = confirm_queue()
+        channel = conn.channel()
+        dead_letter_queue()(channel).declare()
+        queue(channel).declare()  # idempotent; the consumer declares the same
+        pub = cache[confirm] = _Publisher(conn, Producer(channel, exchange=queue.exchange,
+                                                         routing_key=queue.routing_key))
+    return pub
+
+
+def _drop(confirm: bool) -> None:
+    pub = getattr(_local, "publishers", {}).pop(confirm, None)
+    if pub is not None:
+        try:
+            pub.conn.release()
+        except Exception:
+            pass
+
+
+def _send(body: bytes, headers: dict[str, str], *, deadline: float, confirm: bool = True) -> None:
+    """Publish once, persistent; with `confirm`, return only when the broker
+    has the message. A connection that died (broker restarted) is replaced once
+    if time remains; a timeout leaves the outcome unknown, so the caller must
+    treat the message as possibly stored."""
+    for attempt in (1, 2):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("publish budget spent")
+        try:
+            _publisher(confirm).producer.publish(
+                body, content_type="application/json", content_encoding="binary", headers=headers,
+                delivery_mode=2, retry=False, timeout=remaining)
+            return
+        except Exception:
+            _drop(confirm)
+            if attempt == 2:
+                raise
+
+
+def publish_confirm(reservation: Reservation, *, deadline: float) -> None:
+    """The purchase path's publish: one reservation, confirmed by the broker
+    before `deadline` (time.monotonic)."""
+    body, headers = confirm_encode([reservation])
+    _send(body, headers, deadline=deadline, confirm=settings.SECKILL_WEB_PUBLISH_CONFIRM)
+
+
+def publish_confirms(reservations: Sequence[Reservation]) -> int:
+    """Publish reservations again (orphan sweep), a bounded number per message,
+    each message confirmed. Returns how many messages were sent."""
+    chunk = settings.SECKILL_MESSAGE_CHUNK
+    sent = 0
+    for i in range(0, len(reservations), chunk):
+        body, headers = confirm_encode(reservations[i:i + chunk])
+        _send(body, headers, deadline=time.monotonic() + PUBLISH_TIMEOUT_S)
+        sent += 1
+    return sent
+
+
+def publish_give(payload: dict) -> str:
+    """A give for Redis (MySQL already committed it), as a signed Celery task.
+    Returns the task id."""
+    from celery import current_app
+
+    return current_app.send_task(GIVE_TASK, args=[payload, signing.sign(payload)]).id

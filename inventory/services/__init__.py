@@ -1,0 +1,7 @@
+"""Every write to stock, one module per sub-domain:
+
+- skus:   SKUs, their sale data and their Redis snapshots
+- stock:  the confirm's bucket move and the ops moves (takes start in Redis)
+- gives:  gives through the outbox (gives start in MySQL), dead letters
+- locks:  the one helper that locks SKU rows
+"""

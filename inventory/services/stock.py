@@ -1,0 +1,197 @@
+"""Stock moves in MySQL: the confirm's take, and the ops moves (freeze, unfreeze,
+restock, write-off). Takes start in Redis, gives start in MySQL (DESIGN.md)."""
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+from typing import Sequence
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from core.retry import with_mysql_retry
+from inventory import redis_store
+from inventory.errors import InvalidInput, SkuNotFound, StockActionRefused, StockRefused, Unavailable
+from inventory.models import ConsumerDedup, InventoryLog, Sku
+from inventory.redis_store import Reservation
+from inventory.services.gives import stock_give_record
+from inventory.services.locks import skus_lock
+from inventory.services.skus import stock_warm
+
+logger = logging.getLogger(__name__)
+
+
+# --- The confirm's take ------------------------------------------------------------
+
+def stock_confirm_take(*, sku: Sku, accepted: Sequence[Reservation],
+                       refused: Sequence[tuple[Reservation, str]], now: datetime) -> None:
+    """Inside the confirm's transaction, with the SKU row locked: accepted units
+    move available -> locked with one conditional UPDATE; every reservation gets
+    its DECR log row (pending, or fail with the reason) and its dedup record."""
+    units = sum(r.quantity for r in accepted)
+    if units:
+        moved = Sku.objects.filter(pk=sku.sku_id, available_stock__gte=units).update(
+            available_stock=F("available_stock") - units, locked_stock=F("locked_stock") + units, updated_at=now)
+        if moved != 1:  # cannot happen while the caller holds the row lock
+            raise RuntimeError(f"conditional stock update refused for {sku.sku_id}")
+    InventoryLog.objects.bulk_create(
+        [InventoryLog(sku_id=sku.sku_id, operation=InventoryLog.Operation.DECR, quantity=r.quantity,
+                      order_id=r.order_id, op_id=r.order_id, status=InventoryLog.Status.PENDING,
+                      reason="order confirmed", actor=f"user:{r.user_id}") for r in accepted]
+        + [InventoryLog(sku_id=sku.sku_id, operation=InventoryLog.Operation.DECR, quantity=r.quantity,
+                        order_id=r.order_id, op_id=r.order_id, status=InventoryLog.Status.FAIL,
+                        reason=f"refused by MySQL: {why}", actor=f"user:{r.user_id}") for r, why in refused]
+    )
+    ConsumerDedup.objects.bulk_create(
+        [ConsumerDedup(business_id=ConsumerDedup.confirm_id(r.order_id), operation=ConsumerDedup.CONFIRMED)
+         for r in [*accepted, *(r for r, _ in refused)]]
+    )
+
+
+def reservation_release_record(*, order_id: str) -> bool:
+    """The durable half of undoing a reservation whose publish failed: a record
+    that makes every later confirm of it refuse. Shares the confirm's unique
+    dedup id, so of the two exactly one wins. Returns False when the confirm
+    won (the order exists: the client is owed its 202)."""
+    try:
+        ConsumerDedup.objects.create(business_id=ConsumerDedup.confirm_id(order_id),
+                                     operation=ConsumerDedup.RELEASED)
+        return True
+    except IntegrityError:
+        existing = ConsumerDedup.objects.filter(business_id=ConsumerDedup.confirm_id(order_id)).first()
+        return existing is not None and existing.operation == ConsumerDedup.RELEASED
+
+
+# --- Ops moves --------------------------------------------------------------------------
+
+def _positive(quantity: int) -> None:
+    if not isinstance(quantity, int) or isinstance(quantity, bool) or quantity < 1:
+        raise InvalidInput("The quantity must be a whole number of 1 or more.")
+
+
+class _Resolved(Exception):
+    """The freeze's intent was resolved by the stale-intent sweep meanwhile."""
+
+
+def stock_freeze(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
+    """Take `quantity` units out of sale. A take: Redis first (refused if Redis
+    has fewer available), then MySQL's conditional UPDATE; if MySQL refuses,
+    the Redis take is undone and the refusal logged.
+
+    A pending log row (the intent) is written before the Redis take, so a
+    snapshot loaded or a reconciliation run in between counts the freeze, and a
+    freeze whose process died is resolved by `stock_freezes_resolve`."""
+    _positive(quantity)
+    if not stock_warm(sku_id=sku_id):
+        raise SkuNotFound(sku_id=sku_id)
+    op_id = f"freeze:{uuid.uuid4().hex}"
+    InventoryLog.objects.create(sku_id=sku_id, operation=InventoryLog.Operation.FREEZE, quantity=quantity,
+                                op_id=op_id, status=InventoryLog.Status.PENDING, reason=reason, actor=actor)
+
+    def fail(why: str) -> None:
+        InventoryLog.objects.filter(op_id=op_id, status=InventoryLog.Status.PENDING).update(
+            status=InventoryLog.Status.FAIL, reason=f"{why}: {reason}"[:255])
+
+    outcome = redis_store.freeze(sku_id=sku_id, op_id=op_id, quantity=quantity)
+    if outcome is redis_store.Freeze.REFUSED:
+        fail("refused by Redis (fewer available)")
+        live = redis_store.live_stock(sku_id=sku_id)
+        raise StockActionRefused(f"Only {live.available if live else 0} unit(s) are available in Redis; "
+                                 f"nothing was frozen.")
+    if outcome is redis_store.Freeze.NOT_WARM:
+        fail("no snapshot in Redis")
+        raise Unavailable("Redis has no snapshot of this SKU right now; try again.")
+
+    def take() -> None:
+        with transaction.atomic(durable=True):
+            skus_lock(sku_ids=[sku_id])
+            if not InventoryLog.objects.filter(op_id=op_id, status=InventoryLog.Status.PENDING).update(
+                    status=InventoryLog.Status.SUCCESS):
+                raise _Resolved()
+            moved = Sku.objects.filter(pk=sku_id, available_stock__gte=quantity).update(
+                available_stock=F("available_stock") - quantity, frozen_stock=F("frozen_stock") + quantity,
+                updated_at=timezone.now())
+            if moved != 1:
+                raise StockRefused()
+
+    try:
+        with_mysql_retry(take)
+    except _Resolved:
+        raise StockActionRefused("The freeze took too long and was cancelled; nothing was frozen.") from None
+    except StockRefused as exc:
+        redis_store.give(sku_id=sku_id, op_id=f"{op_id}:undo", quantity=quantity, frozen_delta=-quantity)
+        fail("refused by MySQL (fewer available there)")
+        raise StockActionRefused("MySQL has fewer units available than Redis; nothing was frozen.") from exc
+    # Any other failure (MySQL away) leaves the intent pending: the sweep resolves it.
+    return op_id
+
+
+FREEZE_INTENT_DEADLINE = timedelta(seconds=60)
+
+
+def stock_freezes_resolve(*, older_than: timedelta = FREEZE_INTENT_DEADLINE, limit: int = 100) -> int:
+    """Freezes whose process died between their intent and their MySQL move:
+    cancel each (MySQL first, so the freeze itself can no longer complete),
+    then give its Redis take back if it happened, or block it if it did not."""
+    stale = list(InventoryLog.objects.filter(
+        operation=InventoryLog.Operation.FREEZE, status=InventoryLog.Status.PENDING,
+        created_at__lte=timezone.now() - older_than).values_list("sku_id", "op_id", "quantity")[:limit])
+    resolved = 0
+    for sku_id, op_id, quantity in stale:
+        if not InventoryLog.objects.filter(op_id=op_id, status=InventoryLog.Status.PENDING).update(
+                status=InventoryLog.Status.FAIL, reason="cancelled: the freeze never completed"):
+            continue
+        redis_store.freeze_cancel(sku_id=sku_id, op_id=op_id, quantity=quantity)
+        resolved += 1
+        logger.warning("stale freeze %s of %s cancelled", op_id, sku_id)
+    return resolved
+
+
+def _give_move(*, sku_id: str, operation: str, quantity: int, reason: str, actor: str,
+               condition: dict, changes: dict, redis_available: int, total_delta: int = 0,
+               frozen_delta: int = 0, refusal: str) -> str:
+    """A give: one MySQL transaction moves the buckets and writes the outbox row."""
+    _positive(quantity)
+    op_id = f"{operation.lower()}:{uuid.uuid4().hex}"
+
+    def move() -> None:
+        with transaction.atomic(durable=True):
+            if not skus_lock(sku_ids=[sku_id]):
+                raise SkuNotFound(sku_id=sku_id)
+            moved = Sku.objects.filter(pk=sku_id, **condition).update(**changes, updated_at=timezone.now())
+            if moved != 1:
+                raise StockActionRefused(refusal)
+            stock_give_record(sku_id=sku_id, quantity=redis_available, op_id=op_id, reason=reason, actor=actor,
+                              operation=operation, total_delta=total_delta, frozen_delta=frozen_delta,
+                              log_quantity=quantity)
+
+    with_mysql_retry(move)
+    return op_id
+
+
+def stock_unfreeze(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
+    return _give_move(
+        sku_id=sku_id, operation=InventoryLog.Operation.UNFREEZE, quantity=quantity, reason=reason, actor=actor,
+        condition={"frozen_stock__gte": quantity},
+        changes={"frozen_stock": F("frozen_stock") - quantity, "available_stock": F("available_stock") + quantity},
+        redis_available=quantity, frozen_delta=-quantity,
+        refusal=f"Fewer than {quantity} unit(s) are frozen; nothing was unfrozen.")
+
+
+def stock_restock(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
+    return _give_move(
+        sku_id=sku_id, operation=InventoryLog.Operation.RESTOCK, quantity=quantity, reason=reason, actor=actor,
+        condition={},
+        changes={"total_stock": F("total_stock") + quantity, "available_stock": F("available_stock") + quantity},
+        redis_available=quantity, total_delta=quantity, refusal="Restock refused.")
+
+
+def stock_write_off(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
+    return _give_move(
+        sku_id=sku_id, operation=InventoryLog.Operation.WRITE_OFF, quantity=quantity, reason=reason, actor=actor,
+        condition={"frozen_stock__gte": quantity},
+        changes={"frozen_stock": F("frozen_stock") - quantity, "total_stock": F("total_stock") - quantity},
+        redis_available=0, total_delta=-quantity, frozen_delta=-quantity,
+        refusal=f"Fewer than {quantity} unit(s) are frozen; nothing was written off.")

@@ -1,0 +1,66 @@
+"""The management commands of API.md: create_sku, warm_stock, create_buyers."""
+from __future__ import annotations
+
+import io
+from datetime import datetime, timezone as dt_timezone
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+from conftest import unique
+from inventory import redis_store
+from inventory.models import Sku
+
+
+def run(*args) -> str:
+    out = io.StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_create_sku_takes_a_date_time_without_offset_as_local_time(live_db):
+    sku_id = unique("C")
+    run("create_sku", sku_id, "--stock", "5", "--starts-at", "2030-01-01T20:00:00")
+    assert Sku.objects.get(pk=sku_id).sale_starts_at == datetime(2030, 1, 1, 20, 0, tzinfo=dt_timezone.utc)
+    with override_settings(TIME_ZONE="Asia/Shanghai"):
+        other = unique("C")
+        run("create_sku", other, "--stock", "5", "--starts-at", "2030-01-01T20:00:00",
+            "--ends-at", "2030-01-02T20:00:00+00:00")
+        row = Sku.objects.get(pk=other)
+    assert row.sale_starts_at == datetime(2030, 1, 1, 12, 0, tzinfo=dt_timezone.utc)  # 20:00 in UTC+8
+    assert row.sale_ends_at == datetime(2030, 1, 2, 20, 0, tzinfo=dt_timezone.utc)  # an offset is kept
+    assert redis_store.live_stock(sku_id=sku_id).available == 5
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--stock", "-1"], "--stock"),
+    (["--stock", "1", "--starts-at", "tomorrow"], "ISO 8601"),
+    (["--stock", "1", "--starts-at", "2030-01-02T00:00:00", "--ends-at", "2030-01-01T00:00:00"], "after"),
+    (["--stock", "1", "--per-user-limit", "0"], "--per-user-limit"),
+    (["--stock", "1", "--price", "abc"], "--price"),
+])
+def test_create_sku_refuses_bad_input_and_changes_nothing(live_db, args, message):
+    sku_id = unique("C")
+    with pytest.raises(CommandError, match=message):
+        run("create_sku", sku_id, *args)
+    assert not Sku.objects.filter(pk=sku_id).exists()
+
+
+def test_create_sku_refuses_an_existing_id(live_db):
+    sku_id = unique("C")
+    run("create_sku", sku_id, "--stock", "1")
+    with pytest.raises(CommandError, match="exists"):
+        run("create_sku", sku_id, "--stock", "9")
+    assert Sku.objects.get(pk=sku_id).total_stock == 1
+
+
+def test_warm_stock_loads_what_is_absent(live_db):
+    sku_id = unique("C")
+    run("create_sku", sku_id, "--stock", "3")
+    redis_store.redis().delete(redis_store.sku_keys(sku_id).stock)
+    out = run("warm_stock", sku_id)
+    assert "loaded" in out and redis_store.live_stock(sku_id=sku_id).available == 3
+    assert "already warm" in run("warm_stock", sku_id)
+    with pytest.raises(CommandError, match="unknown"):
+        run("warm_stock", unique("nope"))

@@ -1,0 +1,166 @@
+"""The confirm consumer: a Celery worker bootstep that turns confirm messages
+into orders, in bulk.
+
+It owns one thread and one broker connection. On every (re)connection it builds
+a new channel, queue and consumer, so a broker restart can never leave it bound
+to a dead connection (celery-batches' flush timer stays on the dead hub after a
+reconnect: clokep/celery-batches#107; kombu consumers must consume again after
+a reconnect: celery/kombu#814). It drains whatever the broker has ready (up to
+the prefetch), waits a few milliseconds for a batch to fill, confirms it (one
+MySQL transaction per SKU) and acknowledges all of it with one multiple-ack,
+only after MySQL has it. A connection lost meanwhile leaves the batch
+unacknowledged: the broker delivers it again, and the confirm is idempotent.
+
+Started by `celery -A seckill_site worker` (seckill_site/celery.py adds the
+step); SECKILL_CONFIRM_CONSUMER=0 leaves it out.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+
+from celery import bootsteps
+from django.conf import settings
+from django.db import close_old_connections
+from kombu import Connection, Consumer
+
+from core.retry import until_done
+from inventory import messages, redis_store
+from inventory.services.gives import dead_letter_record
+from orders.services.confirm import reservations_confirm
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_S = 20
+POLL_S = 1.0
+BEAT_EVERY_S = 1.0
+
+
+class ConfirmConsumer(threading.Thread):
+    def __init__(self, *, name: str | None = None) -> None:
+        super().__init__(name="confirm-consumer", daemon=True)
+        self.identity = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.stopping = threading.Event()
+        self.consuming = threading.Event()
+        self.batches = 0
+        self._last_beat = 0.0
+
+    # --- lifecycle ------------------------------------------------------------
+    def run(self) -> None:
+        backoff = 0.5
+        while not self.stopping.is_set():
+            try:
+                self._consume()
+                backoff = 0.5
+            except Exception as exc:  # connection lost, broker away, or a bug: start over
+                self.consuming.clear()
+                if self.stopping.is_set():
+                    break
+                logger.warning("confirm consumer: %r; reconnecting in %.1f s", exc, backoff,
+                               exc_info=not _is_connection_error(exc))
+                self.stopping.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+            finally:
+                close_old_connections()
+        self.consuming.clear()
+
+    def stop(self, timeout: float = 15.0) -> None:
+        self.stopping.set()
+        self.join(timeout)
+
+    # --- one connection's life -----------------------------------------------------
+    def _consume(self) -> None:
+        batch_size = settings.SECKILL_CONFIRM_PREFETCH
+        linger = settings.SECKILL_CONFIRM_LINGER_MS / 1000
+        with Connection(settings.CELERY_BROKER_URL, heartbeat=HEARTBEAT_S, connect_timeout=5) as conn:
+            conn.ensure_connection(max_retries=1)
+            channel = conn.channel()
+            channel.basic_qos(0, batch_size, False)
+            messages.dead_letter_queue()(channel).declare()
+            queue = messages.confirm_queue()(channel)
+            queue.declare()
+            buffer: list = []
+            consumer = Consumer(channel, queues=[queue], on_message=buffer.append, no_ack=False, accept=None)
+            consumer.consume()
+            self.consuming.set()
+            logger.info("confirm consumer %s consuming %s", self.identity, queue.name)
+
+            def idle() -> None:  # while a store is waited out: keep the connection and the heartbeat alive
+                conn.heartbeat_check()
+                self._beat()
+
+            while not self.stopping.is_set():
+                self._beat()
+                try:
+                    conn.drain_events(timeout=POLL_S)
+                except socket.timeout:
+                    conn.heartbeat_check()
+                    continue
+                first = time.monotonic()
+                while len(buffer) < batch_size:
+                    try:
+                        conn.drain_events(timeout=max(0.0, first + linger - time.monotonic()))
+                    except socket.timeout:
+                        break
+                if buffer:
+                    self._handle(buffer, idle)
+                    channel.basic_ack(buffer[-1].delivery_tag, multiple=True)
+                    buffer.clear()
+                    self.batches += 1
+
+    def _handle(self, batch: list, idle) -> None:
+        reservations = []
+        for message in batch:
+            try:
+                reservations += messages.confirm_decode(message.body, message.headers)
+            except messages.BadMessage as exc:
+                logger.error("refused confirm message: %s", exc)
+                raw = message.body
+                body = (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))[:10000]
+                until_done(lambda body=body, exc=exc: dead_letter_record(
+                    task_name=messages.CONFIRM_KIND, payload={"body": body}, reason=f"refused: {exc}"),
+                    idle=idle, what="dead letter")
+        if reservations:
+            reservations_confirm(reservations=reservations, idle=idle)
+
+    def _beat(self) -> None:
+        """Tell the world this consumer is alive (GET /api/v1/health reads it)."""
+        now = time.time()
+        if now - self._last_beat < BEAT_EVERY_S:
+            return
+        self._last_beat = now
+        try:
+            redis_store.consumer_beat(identity=self.identity, consuming=self.consuming.is_set())
+        except redis_store.RedisError:
+            pass  # health will say Redis is down
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    return isinstance(exc, (OSError, ConnectionError)) or "connection" in exc.__class__.__name__.lower()
+
+
+class ConfirmConsumerStep(bootsteps.StartStopStep):
+    """Runs a ConfirmConsumer for the life of the worker."""
+
+    label = "confirm consumer"
+
+    def __init__(self, parent, **kwargs) -> None:
+        super().__init__(parent, **kwargs)
+        self.consumer: ConfirmConsumer | None = None
+
+    def include_if(self, parent) -> bool:
+        return bool(settings.SECKILL_CONFIRM_CONSUMER)
+
+    def start(self, parent) -> None:
+        self.consumer = ConfirmConsumer(name=getattr(parent, "hostname", None))
+        self.consumer.start()
+
+    def stop(self, parent) -> None:
+        if self.consumer is not None:
+            self.consumer.stop()
+
+    def shutdown(self, parent) -> None:
+        self.stop(parent)

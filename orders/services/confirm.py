@@ -1,0 +1,283 @@
+"""The confirm: reservations the gate accepted become orders in MySQL.
+
+`decide` is the whole rule, a pure function; `reservations_confirm` gathers its
+inputs under the SKU row lock, writes what it decided in one transaction per
+SKU batch, then settles the reservations in Redis. Delivery is at least once;
+a reservation confirmed before is recognised by its order id and changes nothing.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone as dt_timezone
+from typing import Callable, Sequence
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from core.retry import is_transient, until_done
+from inventory import redis_store, selectors as inventory_selectors
+from inventory.redis_store import Reservation
+from inventory.services.gives import dead_letter_record
+from inventory.services.locks import skus_lock
+from inventory.services.stock import stock_confirm_take
+from orders.models import Order
+
+logger = logging.getLogger(__name__)
+
+STOCK_REFUSAL = "insufficient_stock"
+KEY_REFUSAL = "duplicate_idempotency_key"
+LIMIT_REFUSAL = "limit_reached"
+CLOSED_REFUSAL = "sale_not_active"
+
+
+@dataclass(frozen=True)
+class SaleState:
+    """The SKU as MySQL knows it, at the confirm."""
+
+    available: int
+    per_user_limit: int
+    status: str
+    status_changed_ms: int = 0
+    starts_ms: int = 0
+    ends_ms: int = 0
+
+    def open_at(self, ms: int) -> bool:
+        """Was the sale open when the gate accepted a reservation at `ms`?
+        A pause or an end counts from when ops made it (Redis may have heard
+        late); the window counts as MySQL has it."""
+        if self.status != "active" and ms >= self.status_changed_ms:
+            return False
+        if self.starts_ms and ms < self.starts_ms:
+            return False
+        return not (self.ends_ms and ms >= self.ends_ms)
+
+
+@dataclass
+class Decision:
+    accepted: list[Reservation] = field(default_factory=list)
+    refused: list[tuple[Reservation, str]] = field(default_factory=list)
+    # Seen before: already an order, FAILED for stock, FAILED for another reason.
+    confirmed_before: list[str] = field(default_factory=list)
+    failed_before: list[str] = field(default_factory=list)
+    returned_before: list[str] = field(default_factory=list)
+    # Undone at the request (its publish failed): never an order.
+    released: list[str] = field(default_factory=list)
+
+    @property
+    def settle_confirmed(self) -> list[str]:
+        return [r.order_id for r in self.accepted] + self.confirmed_before
+
+    @property
+    def settle_failed(self) -> list[str]:
+        """Refused for stock: the buyer's count comes back, the unit does not."""
+        return [r.order_id for r, why in self.refused if why == STOCK_REFUSAL] + self.failed_before
+
+    @property
+    def settle_given_back(self) -> list[str]:
+        """Refused for another reason: MySQL kept the unit, Redis gets it back."""
+        return ([r.order_id for r, why in self.refused if why != STOCK_REFUSAL] + self.returned_before
+                + self.released)
+
+
+def known_outcome(decision: Decision, order_id: str, status: str, reason: str) -> None:
+    if status != Order.Status.FAILED:
+        decision.confirmed_before.append(order_id)
+    elif reason == STOCK_REFUSAL:
+        decision.failed_before.append(order_id)
+    else:
+        decision.returned_before.append(order_id)
+
+
+def decide(*, batch: Sequence[Reservation], known: dict[str, tuple[str, str]], released: set[str],
+           keys_taken: set[tuple[int, str]], held: dict[int, int], sale: SaleState) -> Decision:
+    """Which reservations become orders. Pure: no store is read or written.
+
+    In the order the gate accepted them: a reservation whose sale was closed,
+    whose (user, key) already made another order, that would pass the per-user
+    limit, or that needs more units than MySQL has left, is refused with that
+    reason; the others take their units."""
+    decision = Decision()
+    available = sale.available
+    held = dict(held)
+    keys_taken = set(keys_taken)
+    seen: set[str] = set()
+    for r in sorted(batch, key=lambda r: (r.reserved_ms, r.order_id)):
+        if r.order_id in seen:
+            continue
+        seen.add(r.order_id)
+        if r.order_id in known:
+            known_outcome(decision, r.order_id, *known[r.order_id])
+        elif r.order_id in released:
+            decision.released.append(r.order_id)
+        elif not sale.open_at(r.reserved_ms):
+            decision.refused.append((r, CLOSED_REFUSAL))
+        elif (r.user_id, r.idempotency_key) in keys_taken:
+            decision.refused.append((r, KEY_REFUSAL))
+        elif held.get(r.user_id, 0) + r.quantity > sale.per_user_limit:
+            decision.refused.append((r, LIMIT_REFUSAL))
+        elif r.quantity > available:
+            decision.refused.append((r, STOCK_REFUSAL))
+        else:
+            decision.accepted.append(r)
+            available -= r.quantity
+            held[r.user_id] = held.get(r.user_id, 0) + r.quantity
+            keys_taken.add((r.user_id, r.idempotency_key))
+    return decision
+
+
+# --- The transaction ----------------------------------------------------------------
+
+def _epoch_ms(dt: datetime | None) -> int:
+    return int(dt.timestamp() * 1000) if dt else 0
+
+
+def _from_ms(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=dt_timezone.utc)
+
+
+def confirm_in_mysql(*, sku_id: str, batch: Sequence[Reservation]) -> Decision:
+    """One transaction: lock the SKU row, read what the decision needs, write
+    the orders, and move the buckets and the log through inventory."""
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        sku = skus_lock(sku_ids=[sku_id]).get(sku_id)
+        if sku is None:
+            raise LookupError(f"SKU {sku_id} does not exist in MySQL")
+        ids = [r.order_id for r in batch]
+        known = {oid: (st, why) for oid, st, why in
+                 Order.objects.filter(order_id__in=ids).values_list("order_id", "status", "failure_reason")}
+        released = inventory_selectors.released_order_ids(order_ids=[i for i in ids if i not in known])
+        fresh = [r for r in batch if r.order_id not in known and r.order_id not in released]
+        users = {r.user_id for r in fresh}
+        keys_taken: set[tuple[int, str]] = set()
+        held: dict[int, int] = {}
+        if fresh:
+            keys_taken = set(Order.objects.filter(
+                user_id__in=users, idempotency_key__in={r.idempotency_key for r in fresh})
+                .values_list("user_id", "idempotency_key"))
+            held = dict(Order.objects.filter(
+                sku_id=sku_id, user_id__in=users, status__in=[Order.Status.PENDING_PAYMENT, Order.Status.PAID])
+                .values("user_id").annotate(units=Sum("quantity")).values_list("user_id", "units"))
+        sale = SaleState(available=sku.available_stock, per_user_limit=sku.per_user_limit, status=sku.status,
+                         status_changed_ms=_epoch_ms(sku.status_changed_at), starts_ms=_epoch_ms(sku.sale_starts_at),
+                         ends_ms=_epoch_ms(sku.sale_ends_at))
+        decision = decide(batch=batch, known=known, released=released, keys_taken=keys_taken, held=held, sale=sale)
+        if not decision.accepted and not decision.refused:
+            return decision
+        stock_confirm_take(sku=sku, accepted=decision.accepted, refused=decision.refused, now=now)
+        expires_at = now + timedelta(seconds=settings.SECKILL_PAYMENT_TIMEOUT_SECONDS)
+        Order.objects.bulk_create(
+            [Order(order_id=r.order_id, user_id=r.user_id, sku_id=sku_id, quantity=r.quantity,
+                   status=Order.Status.PENDING_PAYMENT, idempotency_key=r.idempotency_key,
+                   created_at=_from_ms(r.reserved_ms), confirmed_at=now, expires_at=expires_at)
+             for r in decision.accepted]
+            + [Order(order_id=r.order_id, user_id=r.user_id, sku_id=sku_id, quantity=r.quantity,
+                     status=Order.Status.FAILED, failure_reason=why,
+                     # the key belongs to the other order already
+                     idempotency_key=None if why == KEY_REFUSAL else r.idempotency_key,
+                     created_at=_from_ms(r.reserved_ms), confirmed_at=now, closed_at=now)
+               for r, why in decision.refused]
+        )
+    if decision.refused:
+        logger.warning("confirm of %s refused %d reservation(s): %s", sku_id, len(decision.refused),
+                       [(r.order_id, why) for r, why in decision.refused[:20]])
+    return decision
+
+
+@dataclass(frozen=True)
+class ConfirmOutcome:
+    sku_id: str
+    confirmed: int = 0
+    failed: int = 0
+    dead: int = 0
+
+
+def reservations_confirm(*, reservations: Sequence[Reservation],
+                         idle: Callable[[], None] | None = None) -> list[ConfirmOutcome]:
+    """Make reservations orders, one transaction per SKU and batch.
+
+    Returns only once MySQL has every reservation (or has set the ones it can
+    never take aside as dead letters): a store that is away is waited out,
+    however long, and `idle` runs meanwhile. Anything else that fails is split
+    until the one reservation that fails is found, so it cannot block the rest.
+    """
+    by_sku: dict[str, dict[str, Reservation]] = {}
+    for r in reservations:
+        by_sku.setdefault(r.sku_id, {})[r.order_id] = r
+    outcomes = []
+    size = settings.SECKILL_CONFIRM_BATCH
+    for sku_id, own in by_sku.items():
+        items = list(own.values())
+        for i in range(0, len(items), size):
+            outcomes.append(_confirm_batch(sku_id, items[i:i + size], idle))
+    return outcomes
+
+
+def _confirm_batch(sku_id: str, own: list[Reservation], idle) -> ConfirmOutcome:
+    try:
+        states, claimed = redis_store.claim(sku_id=sku_id, order_ids=[r.order_id for r in own])
+    except redis_store.RedisError as exc:
+        # Redis is away: the message bodies are the copy, and MySQL's order ids,
+        # release records and conditional UPDATE keep the confirm exact.
+        # Settling waits for Redis (the orphan sweep settles what it finds).
+        logger.warning("Redis unavailable (%r): confirming %d reservation(s) from their messages", exc, len(own))
+        states, claimed = {r.order_id: redis_store.Claim.MISSING for r in own}, []
+    batch = claimed + [r for r in own if states[r.order_id] is redis_store.Claim.MISSING]
+    if not batch:
+        return ConfirmOutcome(sku_id)
+    decision, dead = _decide_splitting(sku_id, batch, idle)
+    try:
+        redis_store.settle(sku_id=sku_id, confirmed=decision.settle_confirmed, failed=decision.settle_failed,
+                           given_back=decision.settle_given_back + dead)
+    except redis_store.RedisError as exc:  # committed in MySQL; the orphan sweep settles it later
+        logger.warning("settle of %d reservation(s) of %s deferred: %r", len(batch), sku_id, exc)
+    return ConfirmOutcome(sku_id, len(decision.settle_confirmed), len(decision.settle_failed), len(dead))
+
+
+def _decide_splitting(sku_id: str, batch: list[Reservation], idle) -> tuple[Decision, list[str]]:
+    """Confirm a batch, waiting out transient failures; a batch that fails for
+    another reason is halved until the failing reservation is alone, and that
+    one becomes a dead letter (its unit goes back to Redis)."""
+    def attempt() -> Decision:
+        try:
+            return confirm_in_mysql(sku_id=sku_id, batch=batch)
+        except IntegrityError:
+            # A release record may have landed between the read and the write:
+            # read again once before treating it as this batch's own fault.
+            return confirm_in_mysql(sku_id=sku_id, batch=batch)
+
+    try:
+        return until_done(attempt, idle=idle, what=f"confirm of {sku_id}"), []
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+        if len(batch) == 1:
+            r = batch[0]
+            logger.error("reservation %s of %s cannot be confirmed: %r", r.order_id, sku_id, exc)
+            dead_letter_record(task_name="confirm", payload={
+                "order_id": r.order_id, "sku_id": r.sku_id, "user_id": r.user_id, "quantity": r.quantity,
+                "idempotency_key": r.idempotency_key, "reserved_ms": r.reserved_ms, "epoch": r.epoch},
+                reason=f"{exc.__class__.__name__}: {exc}")
+            return Decision(), [r.order_id]
+        half = len(batch) // 2
+        first, dead_a = _decide_splitting(sku_id, batch[:half], idle)
+        second, dead_b = _decide_splitting(sku_id, batch[half:], idle)
+        merged = Decision()
+        for part in (first, second):
+            for name in ("accepted", "refused", "confirmed_before", "failed_before", "returned_before", "released"):
+                getattr(merged, name).extend(getattr(part, name))
+        return merged, dead_a + dead_b
+
+
+def reservations_settle_known(*, sku_id: str, states: dict[str, tuple[str, str]]) -> Decision:
+    """Settle in Redis reservations whose orders MySQL already has (the confirm
+    committed but its process died before settling)."""
+    decision = Decision()
+    for order_id, (status, reason) in states.items():
+        known_outcome(decision, order_id, status, reason)
+    redis_store.settle(sku_id=sku_id, confirmed=decision.settle_confirmed, failed=decision.settle_failed,
+                       given_back=decision.settle_given_back)
+    return decision

@@ -1,0 +1,207 @@
+"""The purchase path: Redis and RabbitMQ only, no MySQL unless the publish fails."""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from inventory import messages, redis_store
+from inventory.errors import (
+    IdempotencyKeyReused, LimitReached, SaleNotActive, SkuNotFound, SoldOut, Unavailable,
+)
+from inventory.redis_store import KeyClaim, Release, Reserve, ReserveResult
+from inventory.services.skus import stock_warm
+from inventory.services.stock import reservation_release_record
+
+logger = logging.getLogger(__name__)
+
+# sku_id -> monotonic time until which this process answers "sold out" without
+# asking Redis. Short, so stock given back is on sale again within a moment.
+_sold_out_until: dict[str, float] = {}
+
+
+@dataclass(frozen=True)
+class PlacedOrder:
+    order_id: str
+    sku_id: str
+    quantity: int
+    created: bool  # False: the Idempotency-Key had already made this order
+    reserved_ms: int
+
+
+@dataclass(frozen=True)
+class _Click:
+    token: str
+    user_id: int
+    sku_id: str
+    quantity: int
+    key: str
+    started: float  # time.monotonic() when the request reached the service
+    again: bool = False  # second pass after a retired order id
+
+
+def order_place(*, user_id: int, token: str, sku_id: str, quantity: int, idempotency_key: str,
+                prior: KeyClaim | None = None, _again: bool = False) -> PlacedOrder:
+    """Take stock in Redis, then publish the confirm; never touches MySQL.
+
+    Redis first: a crash after the take can only under-sell until the orphan
+    sweep re-publishes the reservation, never oversell. `prior` is what this
+    key already made (read with the token, in the same round trip): a retry is
+    answered with that order, another body with 422, whatever the SKU.
+    """
+    click = _Click(token, user_id, sku_id, quantity, idempotency_key, time.monotonic(), _again)
+    if prior is not None:
+        return _place_again(click, prior)
+    if _sold_out_until.get(sku_id, 0.0) > time.monotonic():
+        # A key never used before cannot be a retry: "sold out" is its answer.
+        raise SoldOut(sku_id=sku_id)
+    order_id = uuid.uuid4().hex
+    try:
+        other, result = redis_store.reserve_claiming_key(
+            token=token, sku_id=sku_id, user_id=user_id, quantity=quantity, idempotency_key=idempotency_key,
+            order_id=order_id)
+    except redis_store.RedisError as exc:
+        _unavailable_after_redis_error(click, order_id, exc)
+    if other is not None:
+        # Another request with this key claimed it first: ours took stock for
+        # nothing (not published yet), so it goes back, and the winner answers.
+        if result.code is Reserve.OK:
+            _release_quietly(sku_id, order_id)
+        return _place_again(click, other)
+    return _finish(click, order_id, result)
+
+
+def _place_again(click: _Click, prior: KeyClaim) -> PlacedOrder:
+    """The key was used before: the same body is answered with that order
+    (taking its stock now if the first request never got that far)."""
+    if prior.sku_id != click.sku_id or prior.quantity != click.quantity:
+        raise IdempotencyKeyReused(order_id=prior.order_id)
+    try:
+        result = redis_store.reserve(sku_id=click.sku_id, user_id=click.user_id, quantity=click.quantity,
+                                     idempotency_key=click.key, order_id=prior.order_id)
+    except redis_store.RedisError as exc:
+        _unavailable_after_redis_error(click, prior.order_id, exc)
+    if result.code is Reserve.RETIRED:
+        # The first request with this key was answered 503 and its claim
+        # should have gone: the key is free, under a new order id.
+        _forget(click, prior.order_id)
+        if click.again:
+            raise Unavailable()
+        return order_place(user_id=click.user_id, token=click.token, sku_id=click.sku_id,
+                           quantity=click.quantity, idempotency_key=click.key, _again=True)
+    return _finish(click, prior.order_id, result)
+
+
+def _finish(click: _Click, order_id: str, result: ReserveResult) -> PlacedOrder:
+    if result.code is Reserve.NOT_WARMED:
+        result = _warm_and_reserve(click, order_id)
+    if result.code is Reserve.OK:
+        reservation = redis_store.Reservation(order_id, click.sku_id, click.user_id, click.quantity, click.key,
+                                              result.reserved_ms, result.epoch)
+        _publish_or_release(click, reservation)
+        return PlacedOrder(order_id, click.sku_id, click.quantity, created=True, reserved_ms=result.reserved_ms)
+    if result.code is Reserve.DUPLICATE:
+        return PlacedOrder(result.order_id, click.sku_id, click.quantity, created=False, reserved_ms=0)
+
+    # Refused: the key claims nothing, so the client may fix the body and retry.
+    _forget(click, order_id)
+    if result.code is Reserve.KEY_REUSED:
+        raise IdempotencyKeyReused(order_id=result.order_id)
+    if result.code is Reserve.SOLD_OUT:
+        if result.value <= 0:
+            _sold_out_until[click.sku_id] = time.monotonic() + settings.SECKILL_SOLD_OUT_MEMO_SECONDS
+        raise SoldOut(sku_id=click.sku_id, available=result.value)
+    if result.code is Reserve.LIMIT_REACHED:
+        raise LimitReached(sku_id=click.sku_id, held=result.value, limit=result.limit)
+    if result.code is Reserve.NOT_ACTIVE:
+        raise SaleNotActive(sku_id=click.sku_id)
+    if result.code is Reserve.UNKNOWN_SKU:
+        raise SkuNotFound(sku_id=click.sku_id)
+    raise Unavailable()  # NOT_WARMED right after a warm: Redis is losing data
+
+
+def _warm_and_reserve(click: _Click, order_id: str) -> ReserveResult:
+    """Redis lost (or never had) this SKU: load it from MySQL, once, then reserve."""
+    try:
+        if not stock_warm(sku_id=click.sku_id):
+            return ReserveResult(Reserve.UNKNOWN_SKU)
+        return redis_store.reserve(sku_id=click.sku_id, user_id=click.user_id, quantity=click.quantity,
+                                   idempotency_key=click.key, order_id=order_id)
+    except redis_store.RedisError as exc:
+        _unavailable_after_redis_error(click, order_id, exc)
+
+
+def _publish_or_release(click: _Click, reservation: redis_store.Reservation) -> None:
+    """The 202 needs the broker's confirm within the budget. Otherwise the take
+    is undone, unless a consumer already holds it or MySQL already confirmed it
+    (the broker stored the message after all): then the order goes on and the
+    client gets its 202. An undone reservation is also recorded in MySQL, so a
+    copy the broker may still deliver can never become an order."""
+    deadline = click.started + settings.SECKILL_PUBLISH_BUDGET_MS / 1000
+    try:
+        messages.publish_confirm(reservation, deadline=deadline)
+        if time.monotonic() <= deadline:
+            return
+        logger.warning("publish of %s confirmed past the budget; undoing it", reservation.order_id)
+    except Exception as exc:  # any broker failure: undo the take, answer 503
+        logger.warning("publish failed for %s: %r", reservation.order_id, exc)
+    if _undo(click, reservation.order_id):
+        raise Unavailable()
+
+
+def _undo(click: _Click, order_id: str) -> bool:
+    """Undo a take whose message may or may not exist. Returns False when the
+    order goes on after all (a consumer holds it, or MySQL confirmed it)."""
+    outcome = _release_quietly(click.sku_id, order_id)
+    if outcome in (Release.CLAIMED, Release.DONE):
+        return False
+    try:
+        if not reservation_release_record(order_id=order_id):
+            return False  # the confirm won the race: the order exists
+    except Exception as exc:
+        # MySQL away too: the Redis record of the release is all there is.
+        logger.error("release of %s not recorded in MySQL: %r", order_id, exc)
+    _forget(click, order_id)
+    return True
+
+
+def _release_quietly(sku_id: str, order_id: str) -> Release | None:
+    for attempt in range(3):
+        try:
+            return redis_store.release(sku_id=sku_id, order_id=order_id)
+        except redis_store.RedisError:
+            time.sleep(0.05 * (attempt + 1))
+    logger.error("could not release reservation %s of %s", order_id, sku_id)
+    return None
+
+
+def _unavailable_after_redis_error(click: _Click, order_id: str, exc: Exception):
+    """The reserve's round trip failed. If the connection was refused, the
+    script never ran; otherwise it may have run before the connection broke,
+    so the take is undone by order id (idempotent), and recorded in MySQL if
+    Redis cannot say, so that a 503 keeps its promise that nothing was taken."""
+    logger.warning("reserve failed: %r", exc)
+    if not _never_sent(exc):
+        outcome = _release_quietly(click.sku_id, order_id)
+        if outcome is None:
+            try:
+                reservation_release_record(order_id=order_id)
+            except Exception as db_exc:
+                logger.error("release of %s not recorded in MySQL: %r", order_id, db_exc)
+    _forget(click, order_id)
+    raise Unavailable() from exc
+
+
+def _never_sent(exc: Exception) -> bool:
+    # redis-py words a failed connect as "Error N connecting to host:port."
+    return isinstance(exc, redis_store.RedisError) and "connecting to" in str(exc)
+
+
+def _forget(click: _Click, order_id: str) -> None:
+    try:
+        redis_store.key_forget(token=click.token, idempotency_key=click.key, order_id=order_id)
+    except redis_store.RedisError:
+        pass  # a stale claim sends that key's retries through the gate, which answers them

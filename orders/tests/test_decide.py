@@ -1,0 +1,72 @@
+"""The confirm's decision as a pure function: no server involved."""
+from __future__ import annotations
+
+from inventory.redis_store import Reservation
+from orders.services.confirm import (
+    CLOSED_REFUSAL, KEY_REFUSAL, LIMIT_REFUSAL, STOCK_REFUSAL, SaleState, decide,
+)
+
+
+def r(oid, user=1, qty=1, key=None, ms=1000):
+    return Reservation(oid, "S", user, qty, key or f"k-{oid}", ms)
+
+
+def sale(available=10, limit=5, **kw):
+    return SaleState(available=available, per_user_limit=limit, status=kw.pop("status", "active"), **kw)
+
+
+def run(batch, *, known=None, released=(), keys=(), held=None, state=None):
+    return decide(batch=batch, known=known or {}, released=set(released), keys_taken=set(keys),
+                  held=held or {}, sale=state or sale())
+
+
+def test_accepts_in_the_order_the_gate_did_until_stock_runs_out():
+    d = run([r("c", user=3, ms=3), r("a", user=1, ms=1), r("b", user=2, qty=2, ms=2)], state=sale(available=3))
+    assert [x.order_id for x in d.accepted] == ["a", "b"]
+    assert [(x.order_id, why) for x, why in d.refused] == [("c", STOCK_REFUSAL)]
+    assert d.settle_failed == ["c"] and d.settle_given_back == []
+
+
+def test_known_orders_and_released_reservations_take_nothing():
+    d = run([r("a"), r("b"), r("c"), r("d"), r("e")],
+            known={"a": ("PENDING_PAYMENT", ""), "b": ("FAILED", STOCK_REFUSAL), "c": ("FAILED", LIMIT_REFUSAL)},
+            released={"d"})
+    assert [x.order_id for x in d.accepted] == ["e"]
+    assert (d.confirmed_before, d.failed_before, d.returned_before, d.released) == (["a"], ["b"], ["c"], ["d"])
+    assert sorted(d.settle_confirmed) == ["a", "e"]
+    assert d.settle_failed == ["b"] and sorted(d.settle_given_back) == ["c", "d"]
+
+
+def test_a_key_already_used_and_the_per_user_limit_are_refused_with_their_units_back():
+    d = run([r("a", user=1, key="K"), r("b", user=2, qty=2, ms=2), r("c", user=2, qty=2, ms=3)],
+            keys={(1, "K")}, held={2: 1}, state=sale(limit=3))
+    assert [x.order_id for x in d.accepted] == ["b"]
+    assert {x.order_id: why for x, why in d.refused} == {"a": KEY_REFUSAL, "c": LIMIT_REFUSAL}
+    assert sorted(d.settle_given_back) == ["a", "c"]
+
+
+def test_the_same_key_twice_in_one_batch_makes_one_order():
+    d = run([r("a", key="K", ms=1), r("b", key="K", ms=2)])
+    assert [x.order_id for x in d.accepted] == ["a"]
+    assert d.refused[0][0].order_id == "b" and d.refused[0][1] == KEY_REFUSAL
+
+
+def test_keys_are_compared_exactly():
+    d = run([r("a", key="Key-abc"), r("b", key="KEY-ABC", ms=2), r("c", key="key-abc", ms=3)])
+    assert len(d.accepted) == 3
+
+
+def test_a_duplicate_delivery_in_one_batch_counts_once():
+    d = run([r("a"), r("a")])
+    assert len(d.accepted) == 1 and not d.refused
+
+
+def test_a_sale_paused_or_ended_refuses_what_the_gate_accepted_after_it():
+    paused = sale(status="paused", status_changed_ms=2000)
+    d = run([r("before", ms=1999), r("after", ms=2000)], state=paused)
+    assert [x.order_id for x in d.accepted] == ["before"]
+    assert d.refused == [(r("after", ms=2000), CLOSED_REFUSAL)]
+    ended = sale(ends_ms=5000, starts_ms=100)
+    d = run([r("early", ms=50), r("in", ms=4999), r("late", ms=5000)], state=ended)
+    assert [x.order_id for x in d.accepted] == ["in"]
+    assert {x.order_id for x, _ in d.refused} == {"early", "late"}
