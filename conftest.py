@@ -353,7 +353,6 @@ class RowHold:
 
 
 def rabbitmq_restart() -> None:
-    """stop_app / start_app, the way a broker restart looks to clients."""
-    subprocess.run(["rabbitmqctl", "stop_app"], check=True, capture_output=True, timeout=120)
-    subprocess.run(["rabbitmqctl", "start_app"], check=True, capture_output=True, timeout=180)
-    subprocess.run(["rabbitmqctl", "await_startup"], check=True, capture_output=True, timeout=180)
+    from benchmarks.faults import rabbitmq_restart as restart
+
+    restart()

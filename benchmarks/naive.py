@@ -7,7 +7,9 @@ Mounted at /api/v1/bench/mysql-orders only when SECKILL_BENCH_ENDPOINTS is on.
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Sum
 from django.urls import path
@@ -45,7 +47,7 @@ def naive_order_place(*, user_id: int, sku_id: str, quantity: int, idempotency_k
         order = Order.objects.create(
             order_id=uuid.uuid4().hex, user_id=user_id, sku_id=sku_id, quantity=quantity,
             status=Order.Status.PENDING_PAYMENT, idempotency_key=idempotency_key, created_at=now,
-            confirmed_at=now, expires_at=now)
+            confirmed_at=now, expires_at=now + timedelta(seconds=settings.SECKILL_PAYMENT_TIMEOUT_SECONDS))
         InventoryLog.objects.create(sku_id=sku_id, operation=InventoryLog.Operation.DECR, quantity=quantity,
                                     order_id=order.order_id, op_id=order.order_id, reason="naive path")
         return order.order_id

@@ -20,183 +20,23 @@ import argparse
 import json
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-DB_NAME = "seckill_bench"
-WEB_DB_USER = "seckill_bench_web"
-HOST = "127.0.0.1"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-os.environ.update(
-    DJANGO_SETTINGS_MODULE="seckill_site.settings.local",
-    DATABASE_URL=f"mysql://root:@127.0.0.1:3306/{DB_NAME}",
-    REDIS_URL="redis://127.0.0.1:6379/5",
-    SECKILL_QUEUE="seckill-bench",
-    SECKILL_BENCH_ENDPOINTS="1",
-    DJANGO_LOG_LEVEL="WARNING",
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    HOST, accepted_ids, cpu_seconds, format_cpu, cpu_delta, make_buyers, order_requests, say, start_beat,
+    start_web, start_worker, wait_consuming, web_statements,
 )
-sys.path.insert(0, str(ROOT))
+
+DB_NAME = "seckill_bench"
+harness.configure(db_name=DB_NAME, redis_db=5, queue="seckill-bench", web_db_user="seckill_bench_web")
 
 from benchmarks import loadgen  # noqa: E402
-
-
-def say(msg: str) -> None:
-    print(msg, flush=True)
-
-
-# --- set-up -----------------------------------------------------------------------
-
-def fresh_stores() -> None:
-    import MySQLdb
-
-    conn = MySQLdb.connect(host=HOST, user="root", passwd="", port=3306)
-    cur = conn.cursor()
-    cur.execute(f"DROP DATABASE IF EXISTS {DB_NAME}")
-    cur.execute(f"CREATE DATABASE {DB_NAME} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
-    for host in ("%", "localhost"):
-        cur.execute(f"CREATE USER IF NOT EXISTS '{WEB_DB_USER}'@'{host}' IDENTIFIED BY ''")
-        cur.execute(f"GRANT ALL PRIVILEGES ON {DB_NAME}.* TO '{WEB_DB_USER}'@'{host}'")
-    cur.execute("SET GLOBAL userstat = 1")
-    conn.close()
-
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-    from django_redis import get_redis_connection
-
-    call_command("migrate", verbosity=0)
-    get_redis_connection("default").flushdb()
-    from django.conf import settings
-
-    from seckill_site.celery import app
-
-    with app.connection_for_write() as c:
-        for q in (settings.CELERY_QUEUE, settings.CELERY_DEAD_LETTER_QUEUE):
-            try:
-                c.default_channel.queue_purge(q)
-            except Exception:
-                pass
-
-
-def make_buyers(n: int) -> list[str]:
-    from django.contrib.auth import get_user_model
-    from django.db import transaction
-    from rest_framework.authtoken.models import Token
-
-    User = get_user_model()
-    tag = uuid.uuid4().hex[:6]
-    with transaction.atomic():
-        User.objects.bulk_create([User(username=f"bench-{tag}-{i}", password="!") for i in range(n)])
-    users = list(User.objects.filter(username__startswith=f"bench-{tag}-"))
-    with transaction.atomic():
-        return [Token.objects.create(user=u).key for u in users]
-
-
-def web_statements() -> int:
-    from django.db import connection
-
-    with connection.cursor() as cur:
-        cur.execute("SELECT COALESCE(SUM(SELECT_COMMANDS + UPDATE_COMMANDS + OTHER_COMMANDS), 0) "
-                    "FROM information_schema.USER_STATISTICS WHERE USER = %s", [WEB_DB_USER])
-        return int(cur.fetchone()[0])
-
-
-class Server:
-    def __init__(self, args: list[str], env: dict[str, str], log: str):
-        (ROOT / "var").mkdir(exist_ok=True)
-        self.log = open(ROOT / "var" / log, "wb")
-        self.p = subprocess.Popen(args, env=env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
-
-    def stop(self) -> None:
-        if self.p.poll() is None:
-            os.killpg(self.p.pid, signal.SIGTERM)
-            try:
-                self.p.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.p.pid, signal.SIGKILL)
-
-
-def start_web(port: int, workers: int, extra: dict[str, str] | None = None) -> Server:
-    env = dict(os.environ, GUNICORN_BIND=f"{HOST}:{port}", WEB_CONCURRENCY=str(workers),
-               DATABASE_URL=f"mysql://{WEB_DB_USER}:@127.0.0.1:3306/{DB_NAME}", **(extra or {}))
-    web = Server([str(BIN / "gunicorn"), "seckill_site.wsgi:application"], env, "bench-web.log")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection((HOST, port), timeout=0.2).close()
-            return web
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("gunicorn did not start; see var/bench-web.log")
-
-
-def start_worker() -> Server:
-    return Server([str(BIN / "celery"), "-A", "seckill_site", "worker", "-l", "warning", "--concurrency", "4",
-                   "--without-mingle", "--without-gossip", "-Q", os.environ["SECKILL_QUEUE"]],
-                  dict(os.environ), "bench-worker.log")
-
-
-# --- CPU accounting ----------------------------------------------------------------
-
-CPU_GROUPS = {"gunicorn": "web", "celery": "worker", "mariadbd": "mariadb", "redis-server": "redis",
-              "beam.smp": "rabbitmq"}
-
-
-def cpu_seconds() -> dict[str, float]:
-    """CPU time used so far by each server, from /proc (all processes of a name)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out = {g: 0.0 for g in CPU_GROUPS.values()}
-    out["loadgen"] = time.process_time()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        for needle, group in CPU_GROUPS.items():
-            if needle in cmd:
-                out[group] += (int(stat[11]) + int(stat[12])) / tick
-                break
-    return out
-
-
-def cpu_delta(before: dict[str, float]) -> str:
-    after = cpu_seconds()
-    return ", ".join(f"{k} {after[k] - before[k]:.1f}s" for k in after)
-
-
-# --- load ----------------------------------------------------------------------------
-
-def order_requests(path: str, tokens: list[str], sku_id: str, used: dict[int, str] | None = None):
-    body = json.dumps({"sku_id": sku_id, "quantity": 1}).encode()
-    rnd = random.Random(7)
-
-    def make(i: int):
-        token = rnd.choice(tokens)
-        if used is not None:
-            used[i] = token
-        return ("POST", path, {"Authorization": f"Token {token}", "Content-Type": "application/json",
-                               "Idempotency-Key": f"{sku_id}-{i}"}, body)
-
-    return make
-
-
-def accepted_ids(results) -> set[str]:
-    out = set()
-    for r in results:
-        if r.status == 202:
-            out.add(json.loads(r.body)["order_id"])
-    return out
 
 
 class ConfirmWatch(threading.Thread):
@@ -244,8 +84,8 @@ def order_life(port: int, results, used: dict[int, str], *, concurrency: int) ->
 
     from django.utils import timezone
 
-    from orders import services as order_services
     from orders.models import Order
+    from orders.services import life as order_services
 
     owned = [(json.loads(r.body)["order_id"], used[r.index]) for r in results if r.status == 202]
     random.Random(11).shuffle(owned)
@@ -270,6 +110,18 @@ def order_life(port: int, results, used: dict[int, str], *, concurrency: int) ->
     bad = sum(1 for r in res if r.status != 200)
     return {"paid": len(pay), "cancelled": len(cancel), "expired": expired, "refused": bad,
             "seconds": time.perf_counter() - t0}
+
+
+def drain_wait(sku_id: str, n: int, timeout: float) -> bool:
+    """Until MySQL holds `n` confirmed orders of the SKU."""
+    from inventory.models import Sku
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if Sku.objects.get(pk=sku_id).locked_stock >= n:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def wait_gives(sku_ids: list[str], timeout: float = 60) -> bool:
@@ -337,27 +189,26 @@ def main() -> int:
     ap.add_argument("--web-workers", type=int, default=int(os.environ.get("WEB_CONCURRENCY", "2")))
     ap.add_argument("--buyers", type=int, default=2000)
     ap.add_argument("--skip-variant", action="store_true", help="skip the publisher-confirm variant")
+    ap.add_argument("--backlog", type=int, default=None, help="units sold while the worker is down (phase 5)")
     args = ap.parse_args()
     phase_s = 3.0 if args.quick else 8.0
     sell_stock = 1500 if args.quick else 6000
     whole_stock = 200 if args.quick else 500
+    backlog_stock = args.backlog or (3000 if args.quick else 20000)
 
     say("setting up a fresh benchmark database, Redis db 5 and queue seckill-bench ...")
-    fresh_stores()
-    from inventory import services
+    harness.fresh_stores()
+    new_sku = harness.new_sku
 
     tokens = make_buyers(args.buyers)
     port = 18000 + random.randint(0, 999)
     worker = start_worker()
+    beat = start_beat()
     web = start_web(port, args.web_workers)
     c = args.concurrency
     summary: dict[str, object] = {}
     checks: list[dict] = []
     try:
-        def new_sku(stock: int, limit: int = 10) -> str:
-            sku_id = f"BENCH-{uuid.uuid4().hex[:8]}"
-            services.sku_create(sku_id=sku_id, stock=stock, per_user_limit=limit, actor="bench")
-            return sku_id
 
         # warm-up: load every token record and the code paths
         warm = new_sku(10 ** 6)
@@ -369,7 +220,7 @@ def main() -> int:
         base = loadgen.summarize(loadgen.run(host=HOST, port=port, concurrency=c, duration_s=phase_s,
                                              make_request=order_requests("/api/v1/baseline", tokens, warm)))
         say("    " + loadgen.format_summary("baseline", base))
-        say(f"    CPU used during the phase: {cpu_delta(cpu0)}")
+        say(f"    CPU used during the phase: {format_cpu(cpu_delta(cpu0))}")
 
         say(f"\n[2] gate sale: stock {sell_stock}, then {phase_s:.0f} s after sell-out")
         sku = new_sku(sell_stock)
@@ -386,7 +237,7 @@ def main() -> int:
         lag = (confirmed_at - last_ok) if confirmed_at else float("nan")
         say(f"    accepted {len(accepted)}; all confirmed in MySQL {lag:.2f} s after the last acceptance")
         say(f"    MySQL statements by the web processes: {statements} for {len(results)} requests")
-        say(f"    CPU used during the phase: {cpu_delta(cpu0)}")
+        say(f"    CPU used during the phase: {format_cpu(cpu_delta(cpu0))}")
         say("\n[2b] after the sale: pay 80 %, cancel 10 %, let 10 % expire")
         life = order_life(port, results, used, concurrency=c)
         gives_done = wait_gives([sku])
@@ -437,11 +288,32 @@ def main() -> int:
         summary["selling_vs_mysql"] = selling["rps"] / nselling["rps"] if nselling["rps"] else 0
         checks.append(check_sku(gsku, whole_stock, accepted_ids(gres), gate=True))
         checks.append(check_sku(nsku, whole_stock, accepted_ids(nres), gate=False))
+
+        say(f"\n[5] backlog: worker stopped during a sale of {backlog_stock} units (beat sweeping), then started")
+        bsku = new_sku(backlog_stock, limit=10 ** 6)
+        worker.stop()
+        bres = loadgen.run(host=HOST, port=port, concurrency=c, timeout_s=30,
+                           make_request=order_requests("/api/v1/orders", tokens, bsku),
+                           stop_when=lambda r: r.status == 409 and b"sold_out" in r.body)
+        baccepted = accepted_ids(bres)
+        say("    " + loadgen.format_summary("selling, no worker", loadgen.summarize(bres)))
+        worker = start_worker(wait=False)
+        wait_consuming()
+        t0 = time.perf_counter()
+        cpu0 = cpu_seconds()
+        drained = drain_wait(bsku, len(baccepted), timeout=300)
+        drain_s = time.perf_counter() - t0
+        summary["drain_rate"] = len(baccepted) / drain_s if drained else 0.0
+        say(f"    {len(baccepted)} accepted while the worker was down; all confirmed {drain_s:.2f} s after "
+            f"its consumer came up: {summary['drain_rate']:.0f} orders/s")
+        say(f"    CPU used while draining: {format_cpu(cpu_delta(cpu0))}")
+        checks.append(check_sku(bsku, backlog_stock, baccepted, gate=True))
     finally:
         web.stop()
         worker.stop()
+        beat.stop()
 
-    say("\n[5] consistency: final balance per SKU")
+    say("\n[6] consistency: final balance per SKU")
     for ch in checks:
         say("    " + " ".join(f"{k}={v}" for k, v in ch.items()))
     oversold = sum(ch["oversold"] for ch in checks)
@@ -453,6 +325,7 @@ def main() -> int:
         "selling_ratio>=0.6": summary["selling_ratio"] >= 0.6,
         "gate_vs_mysql>=2": summary["gate_vs_mysql"] >= 2,
         "mysql_per_click==0": summary["mysql_per_click"] == 0,
+        "drain_rate>=5000": summary.get("drain_rate", 0) >= 5000,
     }
     say("    targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in targets.items()))
     extra = ""
@@ -462,7 +335,8 @@ def main() -> int:
     say(
         f"soldout_ratio={summary['soldout_ratio']:.2f} selling_ratio={summary['selling_ratio']:.2f} "
         f"gate_vs_mysql={summary['gate_vs_mysql']:.2f} mysql_per_click={summary['mysql_per_click']:.3f} "
-        f"confirm_lag_s={summary['confirm_lag_s']:.2f} oversold={oversold} lost={lost} "
+        f"confirm_lag_s={summary['confirm_lag_s']:.2f} drain_rate={summary.get('drain_rate', 0):.0f} "
+        f"oversold={oversold} lost={lost} "
         f"verdict={'ok' if ok and oversold == 0 and lost == 0 else 'FAIL'}"
     )
     return 0 if ok else 1

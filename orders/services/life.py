@@ -96,16 +96,16 @@ def order_cancel(*, user_id: int, order_id: str, token: str | None = None) -> Or
     return with_mysql_retry(cancel)
 
 
-def orders_expire(*, limit: int = 200) -> int:
+def orders_expire(*, limit: int = 200, sku_ids: list[str] | None = None) -> int:
     """Expire unpaid orders past their deadline, in batches, one SKU at a time.
 
     Rows another sweeper (or a pay/cancel) holds are skipped, not waited for.
     """
     now = timezone.now()
-    due = list(
-        Order.objects.filter(status=Order.Status.PENDING_PAYMENT, expires_at__lte=now)
-        .order_by("expires_at").values_list("order_id", "sku_id")[:limit]
-    )
+    pending = Order.objects.filter(status=Order.Status.PENDING_PAYMENT, expires_at__lte=now)
+    if sku_ids is not None:
+        pending = pending.filter(sku_id__in=sku_ids)
+    due = list(pending.order_by("expires_at").values_list("order_id", "sku_id")[:limit])
     by_sku: dict[str, list[str]] = {}
     for order_id, sku_id in due:
         by_sku.setdefault(sku_id, []).append(order_id)

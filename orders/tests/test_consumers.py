@@ -2,15 +2,13 @@
 accepted reservation becomes exactly one order, whatever lands in between."""
 from __future__ import annotations
 
-import os
-import subprocess
 import time
-import uuid
 
 import pytest
 from django.conf import settings
 from django.db import connection
 
+from benchmarks.faults import mariadb_restart, redis_start_empty, redis_stop
 from conftest import (
     RowHold, accepted_ids, publish, rabbitmq_queue, rabbitmq_restart, reserve_direct, sell, sell_during,
     start_worker, wait_until,
@@ -140,21 +138,6 @@ def no_loss(sku_id, results, stock):
     return accepted
 
 
-def redis_restart_empty() -> None:
-    """Start Redis again the way scripts/lib.sh does (nothing kept on disk)."""
-    subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", "6379", "--save", "",
-                    "--appendonly", "no", "--dir", "/tmp", "--logfile", "/tmp/seckill-test-redis.log"],
-                   check=True, timeout=30)
-
-    def up() -> bool:
-        try:
-            return bool(redis_store.redis().ping())
-        except redis_store.RedisError:
-            return False
-
-    wait_until(up, timeout=30, what="Redis back")
-
-
 def test_redis_stopped_while_messages_wait_loses_no_order(worker, make_sku, make_buyers):
     """Redis goes away with reservations in flight: the messages alone finish them."""
     from inventory.services.skus import stock_warm
@@ -162,33 +145,18 @@ def test_redis_stopped_while_messages_wait_loses_no_order(worker, make_sku, make
     sku = make_sku(stock=30, per_user_limit=1)
     buyers = make_buyers(20)
     reservations = [reserve_direct(sku.sku_id, user.pk, key="k") for user, _ in buyers]
-    try:
-        redis_store.redis().shutdown(nosave=True)
-    except redis_store.RedisError:
-        pass  # the connection drops as the server stops
+    redis_stop()
     try:
         publish(*reservations)
         ids = [r.order_id for r in reservations]
         wait_until(lambda: Order.objects.filter(pk__in=ids, status="PENDING_PAYMENT").count() == 20, timeout=60,
                    what="confirmed from the messages while Redis is down")
     finally:
-        redis_restart_empty()
+        redis_start_empty()
     assert stock_warm(sku_id=sku.sku_id)
     row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.locked_stock) == (10, 20)
     assert InventoryLog.objects.filter(sku_id=sku.sku_id, operation="DECR").count() == 20
-
-
-def mariadb_restart(down_s: float) -> None:
-    subprocess.run(["mariadb-admin", "-uroot", "-h127.0.0.1", "shutdown"], check=True, timeout=60)
-    time.sleep(down_s)
-    subprocess.run(["start-stop-daemon", "--start", "--oknodo", "--background", "--exec", "/usr/sbin/mariadbd",
-                    "--", "--user=mysql"], check=True, timeout=30)
-
-    def up() -> bool:
-        return subprocess.run(["mariadb-admin", "-uroot", "-h127.0.0.1", "ping"], capture_output=True).returncode == 0
-
-    wait_until(up, timeout=60, what="MariaDB back")
 
 
 @pytest.mark.web

@@ -1,0 +1,321 @@
+"""What the benchmark (run.py) and the fault matrix (chaos.py) share: a store set
+of their own (a MySQL database, a Redis db, a queue prefix), real gunicorn /
+worker / beat processes, buyers and SKUs, and the check of every unit and order
+in both stores.
+
+Import order matters: call `configure(...)` before anything imports Django.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+HOST = "127.0.0.1"
+
+DB_NAME = ""
+WEB_DB_USER = ""
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def progress(msg: str) -> None:
+    """A progress line on stderr (the figures stay on stdout)."""
+    print(f"  .. {msg}", file=sys.stderr, flush=True)
+
+
+def configure(*, db_name: str, redis_db: int, queue: str, web_db_user: str | None = None,
+              extra_env: dict[str, str] | None = None) -> None:
+    """Point this process (and the servers it starts) at a store set of its own."""
+    global DB_NAME, WEB_DB_USER
+    DB_NAME, WEB_DB_USER = db_name, web_db_user or f"{db_name}_web"
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE="seckill_site.settings.local",
+        DATABASE_URL=f"mysql://root:@127.0.0.1:3306/{db_name}",
+        REDIS_URL=f"redis://127.0.0.1:6379/{redis_db}",
+        SECKILL_QUEUE=queue,
+        SECKILL_BENCH_ENDPOINTS="1",
+        DJANGO_LOG_LEVEL="WARNING",
+        **(extra_env or {}),
+    )
+    sys.path.insert(0, str(ROOT))
+
+
+def fresh_stores() -> None:
+    """Drop and create the database (and the web's MySQL user, whose statements
+    the server counts), migrate, empty the Redis db and the queues."""
+    import MySQLdb
+
+    conn = MySQLdb.connect(host=HOST, user="root", passwd="", port=3306)
+    cur = conn.cursor()
+    cur.execute(f"DROP DATABASE IF EXISTS {DB_NAME}")
+    cur.execute(f"CREATE DATABASE {DB_NAME} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+    for host in ("%", "localhost"):
+        cur.execute(f"CREATE USER IF NOT EXISTS '{WEB_DB_USER}'@'{host}' IDENTIFIED BY ''")
+        cur.execute(f"GRANT ALL PRIVILEGES ON {DB_NAME}.* TO '{WEB_DB_USER}'@'{host}'")
+    cur.execute("SET GLOBAL userstat = 1")
+    conn.close()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+    from django_redis import get_redis_connection
+
+    call_command("migrate", verbosity=0)
+    get_redis_connection("default").flushdb()
+    from seckill_site.celery import app
+
+    with app.connection_for_write() as c:
+        for q in (settings.CELERY_QUEUE, settings.SECKILL_CONFIRM_QUEUE, settings.CELERY_DEAD_LETTER_QUEUE):
+            try:
+                c.channel().queue_delete(q)
+            except Exception:
+                pass
+
+
+def make_buyers(n: int) -> list[str]:
+    from django.contrib.auth import get_user_model
+    from django.db import transaction
+    from rest_framework.authtoken.models import Token
+
+    User = get_user_model()
+    tag = uuid.uuid4().hex[:6]
+    with transaction.atomic():
+        User.objects.bulk_create([User(username=f"bench-{tag}-{i}", password="!") for i in range(n)])
+    users = list(User.objects.filter(username__startswith=f"bench-{tag}-"))
+    with transaction.atomic():
+        return [Token.objects.create(user=u).key for u in users]
+
+
+def new_sku(stock: int, limit: int = 10, prefix: str = "BENCH") -> str:
+    from inventory.services.skus import sku_create
+
+    sku_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    sku_create(sku_id=sku_id, stock=stock, per_user_limit=limit, actor="bench")
+    return sku_id
+
+
+def web_statements() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT COALESCE(SUM(SELECT_COMMANDS + UPDATE_COMMANDS + OTHER_COMMANDS), 0) "
+                    "FROM information_schema.USER_STATISTICS WHERE USER = %s", [WEB_DB_USER])
+        return int(cur.fetchone()[0])
+
+
+# --- processes ----------------------------------------------------------------------
+
+class Server:
+    def __init__(self, args: list[str], env: dict[str, str], log: str):
+        (ROOT / "var").mkdir(exist_ok=True)
+        self.args, self.env, self.log_name = args, env, log
+        self.p: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> "Server":
+        self.log = open(ROOT / "var" / self.log_name, "ab")
+        self.p = subprocess.Popen(self.args, env=self.env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self.p is not None and self.p.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.alive:
+            os.killpg(self.p.pid, sig)
+            self.p.wait(30)
+
+    def stop(self) -> None:
+        if self.alive:
+            os.killpg(self.p.pid, signal.SIGTERM)
+            try:
+                self.p.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+
+    def children(self) -> list[int]:
+        """Pids of the processes this server forked (gunicorn's workers)."""
+        out = subprocess.run(["pgrep", "-P", str(self.p.pid)], capture_output=True, text=True).stdout
+        return [int(x) for x in out.split()]
+
+    def log_text(self) -> str:
+        path = ROOT / "var" / self.log_name
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def wait_port(port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((HOST, port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"nothing listening on {port}; see var/*.log")
+
+
+def start_web(port: int, workers: int, extra: dict[str, str] | None = None, log: str = "bench-web.log") -> Server:
+    env = dict(os.environ, GUNICORN_BIND=f"{HOST}:{port}", WEB_CONCURRENCY=str(workers),
+               DATABASE_URL=f"mysql://{WEB_DB_USER}:@127.0.0.1:3306/{DB_NAME}", **(extra or {}))
+    web = Server([str(BIN / "gunicorn"), "seckill_site.wsgi:application"], env, log)
+    wait_port(port)
+    return web
+
+
+def start_worker(log: str = "bench-worker.log", extra: dict[str, str] | None = None,
+                 wait: bool = True) -> Server:
+    worker = Server([str(BIN / "celery"), "-A", "seckill_site", "worker", "-l", "warning", "--concurrency", "4",
+                     "--without-mingle", "--without-gossip", "-Q", os.environ["SECKILL_QUEUE"]],
+                    dict(os.environ, **(extra or {})), log)
+    if wait:
+        wait_consuming()
+    return worker
+
+
+def start_beat(log: str = "bench-beat.log") -> Server:
+    (ROOT / "var").mkdir(exist_ok=True)
+    schedule = ROOT / "var" / f"{log}.schedule"
+    return Server([str(BIN / "celery"), "-A", "seckill_site", "beat", "-l", "warning", "-s", str(schedule)],
+                  dict(os.environ), log)
+
+
+def wait_consuming(timeout: float = 60) -> None:
+    """Until a confirm consumer reports itself alive."""
+    from inventory import redis_store
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if redis_store.consumers_alive(within_s=3):
+            return
+        time.sleep(0.1)
+    raise SystemExit("no confirm consumer came up; see var/*worker*.log")
+
+
+# --- CPU accounting ----------------------------------------------------------------
+
+CPU_GROUPS = {"gunicorn": "web", "celery": "worker", "mariadbd": "mariadb", "redis-server": "redis",
+              "beam.smp": "rabbitmq"}
+
+
+def cpu_seconds() -> dict[str, float]:
+    """CPU time used so far by each server, from /proc (all processes of a name)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {g: 0.0 for g in CPU_GROUPS.values()}
+    out["loadgen"] = time.process_time()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        for needle, group in CPU_GROUPS.items():
+            if needle in cmd:
+                out[group] += (int(stat[11]) + int(stat[12])) / tick
+                break
+    return out
+
+
+def cpu_delta(before: dict[str, float]) -> dict[str, float]:
+    after = cpu_seconds()
+    return {k: after[k] - before[k] for k in after}
+
+
+def format_cpu(delta: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.1f}s" for k, v in delta.items())
+
+
+# --- load -----------------------------------------------------------------------------
+
+def order_requests(path: str, tokens: list[str], sku_id: str, used: dict[int, str] | None = None,
+                   seed: int = 7, key_prefix: str | None = None):
+    body = json.dumps({"sku_id": sku_id, "quantity": 1}).encode()
+    rnd = random.Random(seed)
+    prefix = key_prefix or sku_id
+
+    def make(i: int):
+        token = rnd.choice(tokens)
+        if used is not None:
+            used[i] = token
+        return ("POST", path, {"Authorization": f"Token {token}", "Content-Type": "application/json",
+                               "Idempotency-Key": f"{prefix}-{i}"}, body)
+
+    return make
+
+
+def accepted_ids(results) -> set[str]:
+    out = set()
+    for r in results:
+        if r.status == 202:
+            out.add(json.loads(r.body)["order_id"])
+    return out
+
+
+# --- verdict ------------------------------------------------------------------------------
+
+@dataclass
+class Balance:
+    """One SKU's figures in both stores, and what they say about the promise."""
+
+    sku: str
+    stock: int
+    accepted: int
+    confirmed: int = 0        # accepted and an order in MySQL, not FAILED
+    failed_after_202: int = 0
+    lost: int = 0             # accepted, no order at all
+    duplicated: int = 0       # orders with no 202 behind them (or two for one key)
+    oversold: int = 0
+    drift: int | None = None  # Redis available - what MySQL implies, after settling
+    balanced: bool = True
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return (self.balanced and self.lost == 0 and self.oversold == 0 and self.duplicated == 0
+                and self.drift in (0, None))
+
+
+def balance(sku_id: str, stock: int, accepted: set[str]) -> Balance:
+    """Every unit and order of a SKU in both stores."""
+    from inventory import redis_store
+    from inventory.models import Sku
+    from orders.models import Order
+
+    from django.db.models import Sum
+
+    sku = Sku.objects.get(pk=sku_id)
+    rows = dict(Order.objects.filter(sku_id=sku_id).values_list("order_id", "status"))
+    live = redis_store.live_stock(sku_id=sku_id)
+    kept = {oid for oid, st in rows.items() if st != "FAILED"}
+    held = Order.objects.filter(sku_id=sku_id, status__in=["PENDING_PAYMENT", "PAID"]).aggregate(
+        n=Sum("quantity"))["n"] or 0
+    b = Balance(sku=sku_id, stock=stock, accepted=len(accepted))
+    b.confirmed = len(kept & accepted)
+    b.failed_after_202 = sum(1 for oid in accepted if rows.get(oid) == "FAILED")
+    b.lost = len(accepted - set(rows))
+    b.duplicated = len(kept - accepted)
+    # Units orders hold beyond what the SKU can sell, or beyond what its buckets hold.
+    b.oversold = max(0, held - (sku.total_stock - sku.frozen_stock)) + max(0, held - sku.locked_stock - sku.sold_stock)
+    b.balanced = sku.total_stock == sku.available_stock + sku.frozen_stock + sku.locked_stock + sku.sold_stock
+    if live is not None:
+        b.drift = live.available - (sku.available_stock - live.inflight)
+    b.extra = {"available": sku.available_stock, "locked": sku.locked_stock, "sold": sku.sold_stock,
+               "redis_available": live.available if live else None, "in_flight": live.inflight if live else None}
+    return b
