@@ -19,6 +19,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent
 VENV_BIN = Path(sys.executable).parent
+# Selenium uses Debian's chromium and chromedriver: it must neither fetch a
+# driver nor send usage statistics.
+os.environ.setdefault("SE_AVOID_STATS", "true")
+os.environ.setdefault("SE_OFFLINE", "true")
 
 
 def wait_until(cond: Callable[[], object], *, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
@@ -160,7 +164,9 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def web(process_env):
     port = free_port()
-    env = dict(process_env, GUNICORN_BIND=f"127.0.0.1:{port}", WEB_CONCURRENCY="3")
+    # Throttling off here, as in the benchmark: some tests send one buyer's
+    # requests in bulk on purpose (accounts/tests prove the throttle).
+    env = dict(process_env, GUNICORN_BIND=f"127.0.0.1:{port}", WEB_CONCURRENCY="3", SECKILL_THROTTLE_RATE="0")
     proc = Proc([str(VENV_BIN / "gunicorn"), "seckill_site.wsgi:application"], env,
                 ROOT / "var" / "test-logs" / "web.log").start()
 
@@ -175,6 +181,55 @@ def web(process_env):
     proc.port = port
     yield proc
     proc.stop()
+
+
+@pytest.fixture
+def browser():
+    """Debian's headless Chromium, driven by Debian's chromedriver."""
+    import shutil
+    import tempfile
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    profile = tempfile.mkdtemp(prefix="seckill-chromium-")
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-quic", f"--user-data-dir={profile}", "--window-size=1400,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
+                              options=options)
+    driver.implicitly_wait(5)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def browser_login(driver, base: str, username: str, password: str) -> None:
+    """Log in through the admin's login form, as a person does."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(f"{base}/admin/login/")
+    driver.find_element(By.NAME, "username").send_keys(username)
+    driver.find_element(By.NAME, "password").send_keys(password)
+    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    # the click does not wait for the login's redirect; the next get must not race it
+    WebDriverWait(driver, 15).until(lambda d: "/admin/login/" not in d.current_url
+                                    and d.execute_script("return document.readyState") == "complete")
+
+
+def make_staff(group: str) -> tuple[str, str]:
+    """A staff user in the ops or support group; returns (username, password)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    name = unique(group)
+    user = get_user_model().objects.create_user(username=name, password="secret-pw", is_staff=True)
+    user.groups.add(Group.objects.get(name=group))
+    return name, "secret-pw"
 
 
 # --- factories ------------------------------------------------------------------

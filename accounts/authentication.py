@@ -1,13 +1,17 @@
 """DRF token authentication served from Redis, so a purchase costs MySQL nothing.
 
-The token record is written when a token or its user changes (accounts.signals) and filled lazily from MySQL after a miss (for example after
-Redis lost its data). The same round trip also fetches what the request's
-Idempotency-Key already made, if anything.
+The token record is written when a token or its user changes (accounts.signals)
+and filled from MySQL after a miss (for example after Redis lost its data, or
+after the record's lifetime). The same round trip also fetches what the
+request's Idempotency-Key already made, and spends from the user's purchase
+budget (SECKILL_THROTTLE_RATE) for the views that ask for it.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 
@@ -46,6 +50,14 @@ class TokenInfo:
     prior: redis_store.KeyClaim | None
 
 
+class Throttled(exceptions.Throttled):
+    default_detail = "Too many requests."
+
+
+def client_address(request) -> str:
+    return request.META.get("REMOTE_ADDR") or "unknown"
+
+
 class CachedTokenAuthentication(TokenAuthentication):
     keyword = "Token"
 
@@ -59,27 +71,40 @@ class CachedTokenAuthentication(TokenAuthentication):
             token = auth[1].decode()
         except UnicodeError:
             raise exceptions.AuthenticationFailed("Invalid token header.") from None
-        if not token or len(token) > 64:
+        if not token or len(token) > 64 or not token.isascii():
             raise exceptions.AuthenticationFailed("Invalid token.")
         idem = request.META.get("HTTP_IDEMPOTENCY_KEY") or None
         if idem is not None and not (1 <= len(idem) <= 64):
             idem = None
-        blob, prior = redis_store.token_lookup(token=token, idempotency_key=idem)
-        if blob is None:
-            blob = self._load_from_mysql(token)
-        if blob == "-" or blob is None:
+        view = (request.parser_context or {}).get("view")
+        bucket, every_ms = (settings.SECKILL_THROTTLE if request.method == "POST"
+                            and getattr(view, "purchase_throttle", False) else (0, 0))
+        found = redis_store.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
+        if found.user_blob is None:
+            self._load_from_mysql(token, client_address(request))
+            found = redis_store.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
+        if found.user_blob in (None, "-"):
             raise exceptions.AuthenticationFailed("Invalid token.")
-        user = CachedUser.from_blob(blob)
+        user = CachedUser.from_blob(found.user_blob)
         if not user.is_active:
             raise exceptions.AuthenticationFailed("User inactive or deleted.")
-        return user, TokenInfo(key=token, prior=prior)
+        if found.wait_ms:
+            raise Throttled(wait=max(1, math.ceil(found.wait_ms / 1000)))
+        return user, TokenInfo(key=token, prior=found.prior)
 
     @staticmethod
-    def _load_from_mysql(token: str) -> str | None:
+    def _load_from_mysql(token: str, client: str) -> None:
+        """A token Redis does not hold. Unknown tokens write nothing per token;
+        their client address is counted, and past its limit is refused before
+        MySQL is asked."""
         from rest_framework.authtoken.models import Token
 
+        limit = settings.SECKILL_AUTH_FAILURES_PER_MINUTE
+        if limit and redis_store.auth_failures(client=client) >= limit:
+            raise Throttled(wait=redis_store.AUTH_FAILURE_WINDOW_SECONDS,
+                            detail="Too many failed authentications from this address.")
         row = Token.objects.select_related("user").filter(key=token).first()
-        blob = user_blob(row.user) if row is not None else None
-        redis_store.token_fill(token=token, user_blob=blob)
-        return blob if blob is not None else "-"
-
+        if row is None:
+            redis_store.auth_failure_count(client=client)
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        redis_store.token_fill(token=token, user_blob=user_blob(row.user))

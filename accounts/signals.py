@@ -8,8 +8,8 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from rest_framework.authtoken.models import Token
 
-from inventory import redis_store
 from accounts.authentication import user_blob
+from inventory import redis_store
 
 
 @receiver(post_save, sender=Token)
@@ -18,11 +18,16 @@ def _token_saved(sender, instance: Token, **_kwargs) -> None:
     transaction.on_commit(lambda: redis_store.token_store(token=instance.key, user_blob=blob))
 
 
+def _revoke(key: str) -> None:
+    # Refused at once (a token being deleted must not buy), forgotten when the
+    # deletion commits; a deletion that rolls back locks nobody out for long.
+    redis_store.token_revoking(token=key)
+    transaction.on_commit(lambda: redis_store.token_forget(token=key))
+
+
 @receiver(post_delete, sender=Token)
 def _token_deleted(sender, instance: Token, **_kwargs) -> None:
-    # Revoke now (before commit too): a token being deleted must not buy.
-    redis_store.token_revoke(token=instance.key)
-    transaction.on_commit(lambda: redis_store.token_revoke(token=instance.key))
+    _revoke(instance.key)
 
 
 @receiver(post_save, sender=get_user_model())
@@ -42,4 +47,4 @@ def _user_saved(sender, instance, created: bool, **_kwargs) -> None:
 @receiver(post_delete, sender=get_user_model())
 def _user_deleted(sender, instance, **_kwargs) -> None:
     for key in Token.objects.filter(user_id=instance.pk).values_list("key", flat=True):
-        redis_store.token_revoke(token=key)
+        _revoke(key)

@@ -17,7 +17,7 @@ from django.utils import timezone
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from inventory.errors import LimitReached, SaleNotActive, SkuNotFound, SoldOut
+from core.errors import LimitReached, SaleNotActive, SkuNotFound, SoldOut
 from inventory.models import InventoryLog, Sku
 from core.retry import with_mysql_retry
 from orders.api.views import idempotency_key_of, validated_order_input

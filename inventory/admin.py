@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from inventory import redis_store, selectors
 from inventory.services import skus, stock
-from inventory.errors import DomainError
+from core.errors import DomainError
 from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, OutboxMessage, Sku
 
 MOVE_STOCK = "inventory.move_stock"

@@ -174,3 +174,38 @@ def publish_give(payload: dict) -> str:
     from celery import current_app
 
     return current_app.send_task(GIVE_TASK, args=[payload, signing.sign(payload)]).id
+
+
+# --- The broker, as the health check and the live view see it -------------------------------
+
+_probe_lock = threading.Lock()
+_probe: dict[str, Connection] = {}
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    messages: int   # waiting to be delivered
+    consumers: int
+
+
+def confirm_queue_depth() -> QueueDepth:
+    """The confirm queue's depth, over one connection kept per process (a probe
+    opens no connection per call). Raises when the broker cannot be reached."""
+    with _probe_lock:
+        conn = _probe.get("conn")
+        try:
+            if conn is None:
+                conn = _probe["conn"] = Connection(settings.CELERY_BROKER_URL, connect_timeout=2)
+            _name, messages, consumers = conn.default_channel.queue_declare(
+                queue=settings.SECKILL_CONFIRM_QUEUE, passive=True)
+            return QueueDepth(int(messages), int(consumers))
+        except Exception as exc:
+            _probe.pop("conn", None)
+            if conn is not None:
+                try:
+                    conn.release()
+                except Exception:
+                    pass
+            if "NOT_FOUND" in str(exc):  # not declared yet: nothing waits in it
+                return QueueDepth(0, 0)
+            raise

@@ -121,8 +121,9 @@ def sku_keys(sku_id: str) -> SkuKeys:
 
 @dataclass(frozen=True)
 class TokenKeys:
-    record: str  # hash: "u" -> user blob
+    record: str  # hash: "u" -> user blob ("-": being revoked)
     claims: str  # hash: idempotency key -> claim (see KeyClaim)
+    rate: str    # hash: the purchase token bucket
 
 
 def token_digest(token: str) -> str:
@@ -132,7 +133,7 @@ def token_digest(token: str) -> str:
 @lru_cache(maxsize=65536)
 def token_keys(token: str) -> TokenKeys:
     tag = f"seckill:auth:{{{token_digest(token)}}}"
-    return TokenKeys(record=tag, claims=f"{tag}:keys")
+    return TokenKeys(record=tag, claims=f"{tag}:keys", rate=f"{tag}:rate")
 
 
 def token_key(token: str) -> str:
@@ -467,6 +468,32 @@ def wait_for_snapshot(*, sku_id: str, timeout_s: float = 3.0) -> bool:
     return False
 
 
+SKU_REGISTRY = "seckill:skus"
+SKU_REGISTRY_COMPLETE = "seckill:skus:complete"
+SKU_REGISTRY_SECONDS = 60
+
+
+def sku_registry_check(*, sku_id: str) -> bool | None:
+    """Is this a SKU MySQL has? None when the registry is not known to be complete."""
+    pipe = redis().pipeline(transaction=False)
+    pipe.sismember(SKU_REGISTRY, sku_id)
+    pipe.exists(SKU_REGISTRY_COMPLETE)
+    member, complete = pipe.execute()
+    return bool(member) if complete else None
+
+
+def sku_registry_fill(*, sku_ids: Sequence[str]) -> None:
+    """Every SKU id MySQL has; complete for SKU_REGISTRY_SECONDS, then read again."""
+    r = redis()
+    for part in _chunks(list(sku_ids)):
+        r.sadd(SKU_REGISTRY, *part)
+    r.set(SKU_REGISTRY_COMPLETE, 1, ex=SKU_REGISTRY_SECONDS)
+
+
+def sku_registry_add(*, sku_id: str) -> None:
+    redis().sadd(SKU_REGISTRY, sku_id)
+
+
 def mark_missing(*, sku_id: str) -> None:
     redis().set(sku_keys(sku_id).missing, 1, ex=MISSING_SKU_TTL_SECONDS)
 
@@ -501,30 +528,38 @@ def live_stock_many(*, sku_ids: Sequence[str]) -> dict[str, LiveStock | None]:
 
 
 # --- Cached token authentication and Idempotency-Key claims --------------------------------
-# The token record's field "u" holds "user_id|is_active|is_staff|username", or "-"
-# for a token MySQL does not know. Its claims hash maps each Idempotency-Key the
-# token used to the order it made (KeyClaim), read in the same round trip as the
-# authentication: a retry is answered with its first order, another body with
-# 422, whatever the SKU.
+# The token record's field "u" holds "user_id|is_active|is_staff|username" ("-"
+# while a deletion is being committed). Records of valid tokens expire after
+# SECKILL_TOKEN_CACHE_SECONDS, so a change made outside the signals (a bulk
+# update, SQL) takes effect within that time; unknown tokens leave no record.
+# Its claims hash maps each Idempotency-Key the token used to the order it made
+# (KeyClaim), read in the same round trip as the authentication: a retry is
+# answered with its first order, another body with 422, whatever the SKU.
 
-TOKEN_NEGATIVE_TTL_SECONDS = 60
+@dataclass(frozen=True)
+class AuthLookup:
+    user_blob: str | None  # None: Redis does not know the token
+    prior: KeyClaim | None
+    wait_ms: int = 0       # > 0: over the purchase rate, try again after this
+
+
+def authorize(*, token: str, idempotency_key: str | None, bucket: int = 0, every_ms: int = 0) -> AuthLookup:
+    """The token's user and the key's claim; with `bucket` > 0, also spend one
+    purchase from the user's token bucket (refilled one per `every_ms`)."""
+    tk = token_keys(token)
+    blob, raw, wait = _script("authorize")(keys=[tk.record, tk.claims, tk.rate],
+                                           args=[idempotency_key or "", bucket, every_ms or 1])
+    prior = None
+    if raw is not None:
+        prior = KeyClaim.parse(raw)
+        if time.time() * 1000 - prior.claimed_ms >= _ms("SECKILL_IDEMPOTENCY_SECONDS"):
+            prior = None  # past its lifetime: the key is free again
+    return AuthLookup(None if blob is None else _s(blob), prior, int(wait))
 
 
 def token_lookup(*, token: str, idempotency_key: str | None) -> tuple[str | None, KeyClaim | None]:
-    tk = token_keys(token)
-    pipe = redis().pipeline(transaction=False)
-    pipe.hget(tk.record, "u")
-    if idempotency_key:
-        pipe.hget(tk.claims, idempotency_key)
-    vals = pipe.execute()
-    user = _s(vals[0]) if vals[0] is not None else None
-    claim_raw = vals[1] if len(vals) > 1 else None
-    prior = None
-    if claim_raw is not None:
-        prior = KeyClaim.parse(claim_raw)
-        if time.time() * 1000 - prior.claimed_ms >= _ms("SECKILL_IDEMPOTENCY_SECONDS"):
-            prior = None  # past its lifetime: the key is free again
-    return user, prior
+    found = authorize(token=token, idempotency_key=idempotency_key)
+    return found.user_blob, found.prior
 
 
 def user_claims(*, token: str) -> list[KeyClaim]:
@@ -537,31 +572,49 @@ def user_claims(*, token: str) -> list[KeyClaim]:
 
 def token_store(*, token: str, user_blob: str) -> None:
     """Authoritative write (a token or its user changed in MySQL)."""
-    key = token_keys(token).record
     pipe = redis().pipeline(transaction=True)
-    pipe.hset(key, "u", user_blob)
-    pipe.persist(key)
+    pipe.hset(token_keys(token).record, "u", user_blob)
+    pipe.expire(token_keys(token).record, settings.SECKILL_TOKEN_CACHE_SECONDS)
     pipe.execute()
 
 
-def token_fill(*, token: str, user_blob: str | None) -> None:
+def token_fill(*, token: str, user_blob: str) -> None:
     """Lazy fill after a cache miss; never overrides an authoritative write."""
     key = token_keys(token).record
     r = redis()
-    if user_blob is None:
-        if r.hsetnx(key, "u", "-"):
-            r.expire(key, TOKEN_NEGATIVE_TTL_SECONDS)
-    else:
-        r.hsetnx(key, "u", user_blob)
+    if r.hsetnx(key, "u", user_blob):
+        r.expire(key, settings.SECKILL_TOKEN_CACHE_SECONDS)
 
 
-def token_revoke(*, token: str) -> None:
-    tk = token_keys(token)
+def token_revoking(*, token: str) -> None:
+    """A deletion is under way: refuse the token now, for a few seconds (if the
+    deletion rolls back, the record expires and is filled from MySQL again)."""
     pipe = redis().pipeline(transaction=True)
-    pipe.delete(tk.record)
-    pipe.hset(tk.record, "u", "-")
-    pipe.expire(tk.record, TOKEN_NEGATIVE_TTL_SECONDS * 60)
+    pipe.hset(token_keys(token).record, "u", "-")
+    pipe.expire(token_keys(token).record, settings.SECKILL_TOKEN_REVOKING_SECONDS)
     pipe.execute()
+
+
+def token_forget(*, token: str) -> None:
+    """The token is gone from MySQL: nothing of it stays in Redis."""
+    tk = token_keys(token)
+    redis().delete(tk.record, tk.claims, tk.rate)
+
+
+AUTH_FAILURE_WINDOW_SECONDS = 60
+
+
+def auth_failures(*, client: str) -> int:
+    return int(redis().get(f"seckill:authfail:{{{client}}}") or 0)
+
+
+def auth_failure_count(*, client: str) -> int:
+    """One more failed authentication from this client address (per minute)."""
+    key = f"seckill:authfail:{{{client}}}"
+    pipe = redis().pipeline(transaction=True)
+    pipe.incr(key)
+    pipe.expire(key, AUTH_FAILURE_WINDOW_SECONDS, nx=True)
+    return int(pipe.execute()[0])
 
 
 def ping() -> bool:
@@ -587,3 +640,16 @@ def consumer_beat(*, identity: str, consuming: bool) -> None:
 def consumers_alive(*, within_s: float) -> list[str]:
     now = int(time.time() * 1000)
     return [_s(m) for m in redis().zrangebyscore(CONSUMERS_KEY, now - int(within_s * 1000), "+inf")]
+
+
+# --- When each sweep last ran (the health check's "beat") -------------------------------
+
+SWEEPS_KEY = "seckill:sweeps"  # hash task name -> last run (ms)
+
+
+def sweep_ran(*, task: str) -> None:
+    redis().hset(SWEEPS_KEY, task, int(time.time() * 1000))
+
+
+def sweeps_last_run() -> dict[str, int]:
+    return {_s(k): int(v) for k, v in redis().hgetall(SWEEPS_KEY).items()}

@@ -152,3 +152,72 @@ def released_order_ids(*, order_ids: list[str]) -> set[str]:
     rows = ConsumerDedup.objects.filter(business_id__in=[ConsumerDedup.confirm_id(o) for o in order_ids],
                                         operation=ConsumerDedup.RELEASED).values_list("business_id", flat=True)
     return {b.rsplit(":", 1)[0] for b in rows}
+
+
+# --- Health --------------------------------------------------------------------------------
+
+HEALTH_CACHE_SECONDS = 1.0
+WORKER_SEEN_WITHIN_SECONDS = 5.0
+_health_cache: dict[str, tuple[float, dict]] = {}
+
+
+def _check(fn) -> str:
+    try:
+        out = fn()
+        return "ok" if out in (None, True) else str(out)
+    except Exception as exc:  # a health probe reports, it does not raise
+        return f"error: {exc.__class__.__name__}"
+
+
+def _mysql() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT 1")
+
+
+def _broker() -> None:
+    from inventory import messages
+
+    messages.confirm_queue_depth()
+
+
+def _worker() -> str | None:
+    if redis_store.consumers_alive(within_s=WORKER_SEEN_WITHIN_SECONDS):
+        return None
+    return f"error: no confirm consumer seen within {WORKER_SEEN_WITHIN_SECONDS:.0f} s"
+
+
+def _beat() -> str | None:
+    """Every enabled periodic sweep ran within three of its intervals."""
+    import time
+
+    from django_celery_beat.models import PeriodicTask
+
+    last = redis_store.sweeps_last_run()
+    now = time.time() * 1000
+    late = []
+    for task in PeriodicTask.objects.filter(enabled=True, interval__isnull=False).select_related("interval"):
+        every_ms = task.interval.every * {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}.get(
+            task.interval.period, 1) * 1000
+        ran = last.get(task.task)
+        if ran is None or now - ran > 3 * every_ms + 2000:
+            late.append(task.task.rsplit(".", 1)[-1])
+    return f"error: late: {', '.join(sorted(late))}" if late else None
+
+
+def system_health() -> dict:
+    """The figures of GET /api/v1/health, measured at most once a second per
+    process: mysql, redis, broker, worker (a confirm consumer alive within the
+    last seconds), beat (the sweeps ran within three intervals)."""
+    import time
+
+    cached = _health_cache.get("last")
+    if cached and time.monotonic() - cached[0] < HEALTH_CACHE_SECONDS:
+        return cached[1]
+    body = {"mysql": _check(_mysql), "redis": _check(redis_store.ping), "broker": _check(_broker)}
+    body["worker"] = _check(_worker) if body["redis"] == "ok" else "error: redis unavailable"
+    body["beat"] = (_check(_beat) if body["redis"] == "ok" and body["mysql"] == "ok"
+                    else "error: cannot be read while a store is down")
+    _health_cache["last"] = (time.monotonic(), body)
+    return body

@@ -11,7 +11,7 @@ import logging
 from celery import shared_task
 
 from core.retry import until_done
-from inventory import signing
+from inventory import redis_store, signing
 from inventory.services import gives, stock
 
 logger = logging.getLogger(__name__)
@@ -44,11 +44,15 @@ def outbox_relay_task() -> dict:
     freezes whose process died halfway."""
     resent = gives.gives_resend_lost()
     sent = gives.outbox_relay(older_than_s=2)
-    return {"sent": sent, "lost_gives": len(resent), "freezes_resolved": stock.stock_freezes_resolve()}
+    resolved = stock.stock_freezes_resolve()
+    redis_store.sweep_ran(task="inventory.tasks.outbox_relay_task")
+    return {"sent": sent, "lost_gives": len(resent), "freezes_resolved": resolved}
 
 
 @shared_task(name="inventory.tasks.dead_letters_collect_task", expires=60)
 def dead_letters_collect_task() -> int:
     """Beat: move messages RabbitMQ dead-lettered (delivery limit, rejected) into
     the DeadLetter table, where ops see them in the admin."""
-    return gives.dead_letters_collect()
+    moved = gives.dead_letters_collect()
+    redis_store.sweep_ran(task="inventory.tasks.dead_letters_collect_task")
+    return moved

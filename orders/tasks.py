@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from inventory import redis_store
 from orders.services import life
 
 
@@ -13,4 +14,5 @@ def orders_expire_task() -> int:
         n = life.orders_expire(limit=200)
         total += n
         if n < 200:
+            redis_store.sweep_ran(task="orders.tasks.orders_expire_task")
             return total

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from inventory import redis_store
 from reconciliation import services
 from reconciliation.models import ReconciliationRun
 
@@ -10,6 +11,7 @@ from reconciliation.models import ReconciliationRun
              expires=60)
 def orphans_recover_task() -> dict:
     sweep = services.orphans_recover()
+    redis_store.sweep_ran(task="reconciliation.tasks.orphans_recover_task")
     return {"republished": len(sweep.republished), "settled": len(sweep.settled)}
 
 
@@ -19,4 +21,6 @@ def reconcile_task() -> dict:
         run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.BEAT)
     except services.ReconciliationBusy:
         return {"skipped": "another run is going on"}
+    finally:
+        redis_store.sweep_ran(task="reconciliation.tasks.reconcile_task")
     return {"run": run.pk, "repairs": run.repairs, "alerts": run.alerts}

@@ -39,7 +39,8 @@ def metrics(request):
     """Prometheus text format. A bearer token (SECKILL_METRICS_TOKEN) or a staff login."""
     token = settings.SECKILL_METRICS_TOKEN
     presented = request.META.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ").strip()
-    allowed = (token and hmac.compare_digest(presented, token)) or (
+    # Bytes, not str: a header with non-ASCII characters is refused, not an error.
+    allowed = (token and hmac.compare_digest(presented.encode("utf-8", "replace"), token.encode())) or (
         request.user.is_authenticated and request.user.is_staff)
     if not allowed:
         return HttpResponseForbidden("metrics: bearer token or staff login required\n")

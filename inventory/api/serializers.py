@@ -62,3 +62,5 @@ class HealthOutput(serializers.Serializer):
     mysql = serializers.CharField()
     redis = serializers.CharField()
     broker = serializers.CharField()
+    worker = serializers.CharField(help_text="A confirm consumer was alive within the last seconds.")
+    beat = serializers.CharField(help_text="The sweeps ran within three of their intervals.")

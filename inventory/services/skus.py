@@ -12,7 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from inventory import redis_store, selectors
-from inventory.errors import SkuNotFound, StockActionRefused
+from core.errors import SkuNotFound, StockActionRefused
 from inventory.models import InventoryLog, Sku
 from inventory.services.locks import skus_lock
 
@@ -53,6 +53,10 @@ def sku_create(
     """Create a SKU on sale (from now unless told otherwise) and warm its
     snapshot once the row is committed (callers may hold a transaction)."""
     now = timezone.now()
+    try:  # before the row exists: a request between commit and warm-up must find it
+        redis_store.sku_registry_add(sku_id=sku_id)
+    except redis_store.RedisError:
+        pass  # the registry is read again from MySQL within a minute
     with transaction.atomic():
         sku = Sku.objects.create(
             sku_id=sku_id, name=name or sku_id, price=Decimal(str(price)), total_stock=stock,
@@ -112,6 +116,8 @@ def stock_warm(*, sku_id: str) -> bool:
     """
     if redis_store.snapshot_exists(sku_id=sku_id):
         return True
+    if not sku_known(sku_id=sku_id):
+        return False
     token = redis_store.warm_lock_acquire(sku_id=sku_id)
     if token is None:
         if redis_store.wait_for_snapshot(sku_id=sku_id):
@@ -131,6 +137,17 @@ def stock_warm(*, sku_id: str) -> bool:
         return True
     finally:
         redis_store.warm_lock_release(sku_id=sku_id, token=token)
+
+
+def sku_known(*, sku_id: str) -> bool:
+    """Does MySQL have this SKU? Answered from Redis's registry of SKU ids, read
+    again from MySQL (all ids, one query) when it is not known to be complete,
+    so requests for made-up SKU ids cost MySQL nothing."""
+    known = redis_store.sku_registry_check(sku_id=sku_id)
+    if known is None:
+        redis_store.sku_registry_fill(sku_ids=list(Sku.objects.values_list("sku_id", flat=True)))
+        known = redis_store.sku_registry_check(sku_id=sku_id)
+    return bool(known)
 
 
 def snapshot_rebuild(*, sku_id: str, actor: str) -> None:

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from core.retry import with_mysql_retry
 from inventory import redis_store
-from inventory.errors import InvalidInput, SkuNotFound, StockActionRefused, StockRefused, Unavailable
+from core.errors import InvalidInput, SkuNotFound, StockActionRefused, StockRefused, Unavailable
 from inventory.models import ConsumerDedup, InventoryLog, Sku
 from inventory.redis_store import Reservation
 from inventory.services.gives import stock_give_record

@@ -12,7 +12,7 @@ from django.test import Client
 from conftest import unique, wait_until
 from inventory import redis_store
 from inventory.services import stock as services
-from inventory.errors import StockActionRefused
+from core.errors import StockActionRefused
 from inventory.models import InventoryLog, OutboxMessage, Sku
 from inventory.tests.helpers import assert_balanced, settled
 

@@ -1,59 +1,12 @@
 """The ops console as a person sees it, in headless Chromium (Debian's)."""
 from __future__ import annotations
 
-import shutil
-import tempfile
-
 import pytest
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 
-from conftest import unique
+from conftest import browser_login as login, make_staff
 from inventory.models import Sku
 
 pytestmark = [pytest.mark.browser, pytest.mark.web]
-
-
-@pytest.fixture
-def browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    profile = tempfile.mkdtemp(prefix="seckill-chromium-")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-quic", f"--user-data-dir={profile}", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
-                              options=options)
-    driver.implicitly_wait(5)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
-
-
-def login(driver, base: str, username: str, password: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.get(f"{base}/admin/login/")
-    driver.find_element(By.NAME, "username").send_keys(username)
-    driver.find_element(By.NAME, "password").send_keys(password)
-    driver.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    # the click does not wait for the login's redirect; the next get must not race it
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(driver, 15).until(lambda d: "/admin/login/" not in d.current_url
-                                    and d.execute_script("return document.readyState") == "complete")
-
-
-def make_staff(group: str) -> tuple[str, str]:
-    User = get_user_model()
-    name = unique(group)
-    user = User.objects.create_user(username=name, password="secret-pw", is_staff=True)
-    user.groups.add(Group.objects.get(name=group))
-    return name, "secret-pw"
 
 
 def test_ops_freezes_ten_units_and_support_is_refused(browser, web, make_sku, live_db):

@@ -1,8 +1,14 @@
 """SKU reads and health."""
 from __future__ import annotations
 
+import uuid
 from unittest import mock
 
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from conftest import wait_until
 from inventory import redis_store
 
 
@@ -43,16 +49,123 @@ def test_sku_is_warmed_on_read_after_redis_lost_it(api, make_sku, make_buyers):
     assert redis_store.live_stock(sku_id=sku.sku_id).available == 3
 
 
-def test_health_ok_and_names_the_failing_part(api, live_db):
-    r = api().get("/api/v1/health")
-    assert r.status_code == 200 and r.json() == {"mysql": "ok", "redis": "ok", "broker": "ok"}
+def _sweeps_just_ran() -> None:
+    """As if beat had run every enabled sweep a moment ago."""
+    from django_celery_beat.models import PeriodicTask
+
+    for task in PeriodicTask.objects.filter(enabled=True).values_list("task", flat=True):
+        redis_store.sweep_ran(task=task)
+
+
+def _health(api):
+    from inventory import selectors
+
+    selectors._health_cache.clear()
+    return api().get("/api/v1/health")
+
+
+@pytest.mark.worker
+def test_health_ok_and_names_the_failing_part(api, live_db, worker):
+    _sweeps_just_ran()
+    r = _health(api)
+    assert r.status_code == 200 and r.json() == {"mysql": "ok", "redis": "ok", "broker": "ok", "worker": "ok",
+                                                 "beat": "ok"}
     with mock.patch("inventory.redis_store.ping", side_effect=redis_store.RedisError("down")):
-        r = api().get("/api/v1/health")
+        r = _health(api)
     assert r.status_code == 503
     assert r.json()["redis"] != "ok" and r.json()["mysql"] == "ok" and r.json()["code"] == "unavailable"
+    assert "redis" in r.json()["detail"]
+
+
+@pytest.mark.worker
+def test_health_says_beat_when_the_sweeps_are_late(api, live_db, worker):
+    _sweeps_just_ran()
+    redis_store.redis().hset(redis_store.SWEEPS_KEY, "reconciliation.tasks.orphans_recover_task", 1)
+    r = _health(api)
+    assert r.status_code == 503 and r.json()["beat"].startswith("error: late: orphans_recover_task")
+    assert r.json()["worker"] == "ok"
+
+
+@pytest.mark.worker
+def test_a_killed_worker_turns_health_to_503_within_seconds_and_back(api, live_db, worker):
+    _sweeps_just_ran()
+    assert _health(api).json()["worker"] == "ok"
+    worker.stop(sig=9)
+    try:
+        wait_until(lambda: _health(api).json()["worker"] != "ok", timeout=15, what="health noticing the worker died")
+        assert _health(api).status_code == 503
+    finally:
+        worker.restart()
+    _sweeps_just_ran()
+    wait_until(lambda: _health(api).status_code == 200, timeout=30, what="health ok again")
+
+
+def test_health_is_measured_at_most_once_a_second_over_one_broker_connection(api, live_db):
+    from inventory import messages, selectors
+
+    selectors._health_cache.clear()
+    with mock.patch("inventory.redis_store.ping", wraps=redis_store.ping) as ping:
+        for _ in range(20):
+            api().get("/api/v1/health")
+    assert ping.call_count == 1
+    conns = set()
+    for _ in range(3):
+        selectors._health_cache.clear()
+        api().get("/api/v1/health")
+        conns.add(id(messages._probe.get("conn")))
+    assert len(conns) == 1 and None not in conns
 
 
 def test_schema_is_served(api, live_db):
     r = api().get("/api/schema/")
     assert r.status_code == 200
     assert b"/api/v1/orders" in r.content
+
+
+def test_a_post_for_an_unknown_sku_is_refused_from_redis(api, make_sku, make_buyers):
+    make_sku(stock=1)  # at least one SKU known
+    (_, token), = make_buyers(1)
+    client = api(token)
+    first = client.post("/api/v1/orders", {"sku_id": f"NOPE-{uuid.uuid4().hex}", "quantity": 1}, format="json",
+                        HTTP_IDEMPOTENCY_KEY="k0")
+    assert first.status_code == 404  # may read the SKU ids once
+    with CaptureQueriesContext(connection) as queries:
+        for i in range(5):
+            r = client.post("/api/v1/orders", {"sku_id": f"NOPE-{uuid.uuid4().hex}", "quantity": 1}, format="json",
+                            HTTP_IDEMPOTENCY_KEY=f"k{i + 1}")
+            assert r.status_code == 404 and r.json()["code"] == "sku_not_found"
+    assert queries.captured_queries == []
+
+
+def test_a_body_over_the_limit_is_413_and_takes_nothing(api, make_sku, make_buyers):
+    sku = make_sku(stock=3)
+    (_, token), = make_buyers(1)
+    big = '{"sku_id": "%s", "quantity": 1, "pad": "%s"}' % (sku.sku_id, "x" * 20000)
+    r = api(token).post("/api/v1/orders", big, content_type="application/json", HTTP_IDEMPOTENCY_KEY="big")
+    assert r.status_code == 413 and r.json()["code"] == "too_large"
+    assert redis_store.live_stock(sku_id=sku.sku_id).available == 3
+    assert api(token).post("/api/v1/orders", {"sku_id": sku.sku_id, "quantity": 1}, format="json",
+                           HTTP_IDEMPOTENCY_KEY="big").status_code == 202  # the key was not claimed
+
+
+def test_a_non_ascii_metrics_token_is_403(live_db, settings):
+    from django.test import Client
+
+    settings.SECKILL_METRICS_TOKEN = "metrics-secret"
+    c = Client()
+    assert c.get("/reconciliation/metrics", HTTP_AUTHORIZATION="Bearer \xe9t\xe9").status_code == 403
+    assert c.get("/reconciliation/metrics", HTTP_AUTHORIZATION="Bearer metrics-secret").status_code == 200
+
+
+def test_only_a_store_being_down_is_503(api, make_sku, make_buyers):
+    from django.db import OperationalError
+
+    sku = make_sku(stock=3)
+    (_, token), = make_buyers(1)
+    with mock.patch("orders.selectors.order_list", side_effect=ValueError("a bug")):
+        bug = api(token).get("/api/v1/orders")
+    assert bug.status_code == 500 and bug.json()["code"] == "internal_error"
+    with mock.patch("orders.selectors.order_list", side_effect=OperationalError(2006, "gone away")):
+        down = api(token).get("/api/v1/orders")
+    assert down.status_code == 503 and down.json()["code"] == "unavailable"
+    assert api(token).get(f"/api/v1/skus/{sku.sku_id}").status_code == 200

@@ -238,6 +238,7 @@ def test_freeze_cancel_gives_back_a_take_or_blocks_a_late_one(sku_id):
 
 def test_key_claims_one_winner_across_skus(sku_id):
     token = uuid.uuid4().hex
+    rs.token_store(token=token, user_blob="1|1|0|someone")  # claims are read for a known token
     other_sku = f"{sku_id}-b"
     for s in (sku_id, other_sku):
         rs.snapshot_load(sku_id=s, snapshot=snapshot(available=5))

@@ -6,25 +6,28 @@ exactly one wins and the others see its result.
 """
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from core.retry import with_mysql_retry
-from inventory.errors import NotCancellable, NotPayable, OrderNotFound
+from core.errors import NotCancellable, NotPayable, OrderNotFound, PaymentIdReused
 from inventory.models import InventoryLog, Sku
 from inventory.services.gives import stock_give_record
 from inventory.services.locks import skus_lock
 from orders.models import Order
 
 def _locked_order(*, user_id: int | None, order_id: str) -> Order | None:
+    """The order, locked (SKU row first, then the order row) if it may still
+    move; an order already final is returned as read, locking nothing, so a
+    refusal or a repeat costs no hot-row lock."""
     head = Order.objects.filter(pk=order_id)
     if user_id is not None:
         head = head.filter(user_id=user_id)
-    sku_id = head.values_list("sku_id", flat=True).first()
-    if sku_id is None:
-        return None
-    skus_lock(sku_ids=[sku_id])
+    seen = head.first()
+    if seen is None or seen.status != Order.Status.PENDING_PAYMENT:
+        return seen
+    skus_lock(sku_ids=[seen.sku_id])
     return Order.objects.select_for_update().get(pk=order_id)
 
 
@@ -59,6 +62,9 @@ def order_pay(*, user_id: int, order_id: str, payment_id: str | None = None, tok
     Paying a paid order again answers the order (harmless); with a payment id,
     the provider's retried callback is recognised by it.
     """
+    if payment_id and Order.objects.filter(payment_id=payment_id).exclude(pk=order_id).exists():
+        raise PaymentIdReused(payment_id=payment_id)
+
     def pay() -> Order:
         now = timezone.now()
         with transaction.atomic(durable=True):
@@ -74,7 +80,11 @@ def order_pay(*, user_id: int, order_id: str, payment_id: str | None = None, tok
             if moved != 1:
                 raise RuntimeError(f"locked stock of {order.sku_id} below order {order_id}")
             order.status, order.paid_at, order.payment_id = Order.Status.PAID, now, payment_id
-            order.save(update_fields=["status", "paid_at", "payment_id", "updated_at"])
+            try:
+                with transaction.atomic():
+                    order.save(update_fields=["status", "paid_at", "payment_id", "updated_at"])
+            except IntegrityError:  # the same payment id, paying another order at the same moment
+                raise PaymentIdReused(payment_id=payment_id) from None
             InventoryLog.objects.filter(order_id=order_id, operation=InventoryLog.Operation.DECR).update(
                 status=InventoryLog.Status.SUCCESS, updated_at=now)
             return order

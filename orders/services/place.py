@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from inventory import messages, redis_store
-from inventory.errors import (
+from core.errors import (
     IdempotencyKeyReused, LimitReached, SaleNotActive, SkuNotFound, SoldOut, Unavailable,
 )
 from inventory.redis_store import KeyClaim, Release, Reserve, ReserveResult

@@ -222,3 +222,50 @@ def test_pay_cancel_and_expiry_race_with_one_winner_each(make_sku, make_buyers, 
     from inventory.services.gives import outbox_relay
 
     assert outbox_relay(older_than_s=0) == 0
+
+
+def test_a_payment_id_already_used_by_another_order_is_409(api, make_sku, make_buyers, worker):
+    sku = make_sku(stock=3)
+    (_, a), (_, b) = make_buyers(2)
+    oa, ob = buy(api(a), sku.sku_id), buy(api(b), sku.sku_id)
+    confirmed(oa)
+    confirmed(ob)
+    assert api(a).post(f"/api/v1/orders/{oa}/pay", {"payment_id": "psp-1"}, format="json").status_code == 200
+    reused = api(b).post(f"/api/v1/orders/{ob}/pay", {"payment_id": "psp-1"}, format="json")
+    assert reused.status_code == 409 and reused.json()["code"] == "payment_id_reused"
+    assert Order.objects.get(pk=ob).status == "PENDING_PAYMENT"
+    # compared exactly: another case is another payment id
+    assert api(b).post(f"/api/v1/orders/{ob}/pay", {"payment_id": "PSP-1"}, format="json").status_code == 200
+    # the provider's retried callback for the first order is harmless
+    assert api(a).post(f"/api/v1/orders/{oa}/pay", {"payment_id": "psp-1"}, format="json").status_code == 200
+
+
+def test_pay_or_cancel_of_a_final_order_locks_no_sku_row(api, make_sku, make_buyers, worker):
+    """With the SKU row held by someone else, a refusal or a repeat still answers."""
+    from conftest import RowHold
+
+    sku = make_sku(stock=3, per_user_limit=2)
+    (_, token), = make_buyers(1)
+    client = api(token)
+    paid, cancelled = buy(client, sku.sku_id), buy(client, sku.sku_id)
+    confirmed(paid)
+    confirmed(cancelled)
+    assert client.post(f"/api/v1/orders/{paid}/pay").status_code == 200
+    assert client.post(f"/api/v1/orders/{cancelled}/cancel").status_code == 200
+    answers: dict[str, int] = {}
+
+    def calls():
+        try:
+            answers["pay again"] = client.post(f"/api/v1/orders/{paid}/pay").status_code
+            answers["cancel paid"] = client.post(f"/api/v1/orders/{paid}/cancel").status_code
+            answers["pay cancelled"] = client.post(f"/api/v1/orders/{cancelled}/pay").status_code
+            answers["cancel again"] = client.post(f"/api/v1/orders/{cancelled}/cancel").status_code
+        finally:
+            connection.close()
+
+    with RowHold(sku.sku_id):
+        t = threading.Thread(target=calls)
+        t.start()
+        t.join(8)  # well below the lock-wait timeout (10 s) these calls would hit if they waited
+        assert not t.is_alive(), "a call waited for the SKU row"
+    assert answers == {"pay again": 200, "cancel paid": 409, "pay cancelled": 409, "cancel again": 200}

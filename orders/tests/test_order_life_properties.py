@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 from inventory import redis_store
-from inventory.errors import DomainError
+from core.errors import DomainError
 from inventory.models import InventoryLog, Sku
 from inventory.services import gives, stock
 from orders.models import Order

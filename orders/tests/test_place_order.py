@@ -228,3 +228,33 @@ def test_a_503_stays_true_when_the_broker_delivers_the_message_after_redis_lost_
     settled(sku.sku_id)
     row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.locked_stock) == (2, 1)
+
+
+def test_a_replay_whose_mysql_read_fails_is_still_202(api, make_sku, make_buyers):
+    """Its stock was taken by the first request: 503 ("nothing taken") would lie."""
+    from django.db import OperationalError
+
+    sku = make_sku(stock=3)
+    (_, token), = make_buyers(1)
+    first = buy(api(token), sku.sku_id, "replayed")
+    with mock.patch("orders.selectors.order_get", side_effect=OperationalError(2006, "gone away")):
+        again = buy(api(token), sku.sku_id, "replayed")
+    assert again.status_code == 202 and again.json()["order_id"] == first.json()["order_id"]
+    assert again.json()["replayed"] is True
+
+
+def test_listing_orders_reads_only_the_callers_reservations(api, make_sku, make_buyers):
+    """GET orders costs the same however many other buyers have reservations in flight."""
+    sku = make_sku(stock=200, per_user_limit=1)
+    buyers = make_buyers(41)
+    (_, me), others = buyers[0], buyers[1:]
+    with mock.patch("inventory.messages.publish_confirm"):  # no worker: everything stays in flight
+        mine = buy(api(me), sku.sku_id, "mine").json()["order_id"]
+        for _, tok in others:
+            buy(api(tok), sku.sku_id, "theirs")
+    with mock.patch("inventory.redis_store.inflight_find", wraps=redis_store.inflight_find) as find:
+        listed = api(me).get("/api/v1/orders").json()["results"]
+    assert [o["order_id"] for o in listed] == [mine] and listed[0]["status"] == "PROCESSING"
+    assert sum(len(call.kwargs["candidates"]) for call in find.call_args_list) == 1
+    for r in redis_store.inflight_entries(sku_id=sku.sku_id):
+        redis_store.release(sku_id=sku.sku_id, order_id=r.order_id)

@@ -6,13 +6,13 @@ from django.test import Client, override_settings
 
 from conftest import unique
 from inventory import redis_store
-from inventory.tests.test_admin_browser import browser, login, make_staff  # noqa: F401  (fixture)
+from conftest import browser_login as login, make_staff
 from reconciliation.services import reconciliation_run
 
 
 @pytest.mark.browser
 @pytest.mark.web
-def test_staff_sees_latest_run_and_drift_row_anonymous_is_refused(browser, web, make_sku, live_db):  # noqa: F811
+def test_staff_sees_latest_run_and_drift_row_anonymous_is_refused(browser, web, make_sku, live_db):
     from selenium.webdriver.common.by import By
 
     sku = make_sku(stock=9, name="drifting thing")

@@ -27,6 +27,26 @@ def env_int(name: str, default: int) -> int:
     return int(raw) if raw not in (None, "") else default
 
 
+_PERIODS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+def parse_rate(raw: str) -> tuple[int, int]:
+    """ "10/s" -> (a bucket of 10, one request earned back every 100 ms); "0" -> off."""
+    raw = raw.strip()
+    if raw in ("", "0", "off"):
+        return 0, 0
+    try:
+        count, period = raw.split("/")
+        n, unit = int(count), period.strip()[0]
+        if n < 1 or unit not in _PERIODS_MS:
+            raise ValueError
+    except (ValueError, IndexError):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"SECKILL_THROTTLE_RATE: expected N/s, N/m, N/h or 0, got {raw!r}") from None
+    return n, max(1, _PERIODS_MS[unit] // n)
+
+
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = [
@@ -47,6 +67,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "django_celery_beat",
+    "axes",
     "core",
     "accounts",
     "inventory",
@@ -63,7 +84,18 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Locks out an admin login after repeated failures (django-axes).
+    "axes.middleware.AxesMiddleware",
 ]
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("SECKILL_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = env_int("SECKILL_LOGIN_COOLOFF_MINUTES", 15) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
 
 ROOT_URLCONF = "seckill_site.urls"
 WSGI_APPLICATION = "seckill_site.wsgi.application"
@@ -137,10 +169,10 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["accounts.authentication.CachedTokenAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.BoundedJSONParser"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 20,
-    "EXCEPTION_HANDLER": "seckill_site.exception_handler.api_exception_handler",
+    "EXCEPTION_HANDLER": "core.exception_handler.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }
@@ -193,7 +225,23 @@ SECKILL_MARKER_LIFETIME_SECONDS = env_int("SECKILL_MARKER_LIFETIME_SECONDS", 864
 SECKILL_DONE_MARKER_SECONDS = env_int("SECKILL_DONE_MARKER_SECONDS", 3600)
 SECKILL_IDEMPOTENCY_SECONDS = env_int("SECKILL_IDEMPOTENCY_SECONDS", 86400)
 SECKILL_MAX_QUANTITY = 1000
+# POST orders per user: "N/s", "N/m" or "N/h" (a token bucket of N), 0 = off.
+SECKILL_THROTTLE_RATE = os.environ.get("SECKILL_THROTTLE_RATE", "10/s")
+SECKILL_THROTTLE = parse_rate(SECKILL_THROTTLE_RATE)
+# Unknown tokens per client address per minute before it is refused (429)
+# without asking MySQL; 0 = no limit.
+SECKILL_AUTH_FAILURES_PER_MINUTE = env_int("SECKILL_AUTH_FAILURES_PER_MINUTE", 30)
+# A valid token's cached record lives this long: a deactivation made outside
+# the signals (bulk update, SQL) takes effect within it.
+SECKILL_TOKEN_CACHE_SECONDS = env_int("SECKILL_TOKEN_CACHE_SECONDS", 300)
+# While a token's deletion is being committed it is refused; if the deletion
+# rolls back, the token works again after this long.
+SECKILL_TOKEN_REVOKING_SECONDS = env_int("SECKILL_TOKEN_REVOKING_SECONDS", 10)
+# Largest API request body (413 too_large beyond it).
+SECKILL_MAX_BODY_BYTES = env_int("SECKILL_MAX_BODY_BYTES", 16384)
 SECKILL_BENCH_ENDPOINTS = env_bool("SECKILL_BENCH_ENDPOINTS", False)
+# Demo users (seed_demo) exist only where a settings module allows them.
+SECKILL_DEMO_USERS = False
 
 # --- Celery over RabbitMQ ------------------------------------------------
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")

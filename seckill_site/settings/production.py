@@ -1,12 +1,35 @@
-"""Production: everything from the environment, and no default secret."""
+"""Production: everything from the environment, no default secret, no loopback
+or guest default, and `manage.py check --deploy` clean."""
+import os
+
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F401,F403
-from .base import derive_signing_key
+from .base import env_bool, env_int
 
-if not SECRET_KEY or SECRET_KEY.startswith("dev-only") or len(SECRET_KEY) < 32:  # noqa: F405
-    raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set to a real secret (32+ characters).")
-CELERY_TASK_SIGNING_KEY = derive_signing_key(SECRET_KEY, CELERY_TASK_SIGNING_KEY)  # noqa: F405
+REQUIRED = ("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")
+_missing = [name for name in REQUIRED if not os.environ.get(name, "").strip()]
+if _missing:
+    raise ImproperlyConfigured(f"production settings need {', '.join(_missing)} in the environment "
+                               f"(README, 'Deploying'); nothing falls back to a default here.")
+if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith(("dev-only", "django-insecure")):  # noqa: F405
+    raise ImproperlyConfigured("DJANGO_SECRET_KEY must be a real secret of 50 or more characters.")
+CELERY_TASK_SIGNING_KEY = os.environ["SECKILL_TASK_SIGNING_KEY"]
+if len(CELERY_TASK_SIGNING_KEY) < 32 or CELERY_TASK_SIGNING_KEY == SECRET_KEY:  # noqa: F405
+    raise ImproperlyConfigured("SECKILL_TASK_SIGNING_KEY must be a secret of 32 or more characters, "
+                               "other than DJANGO_SECRET_KEY.")
+if "guest:guest@" in CELERY_BROKER_URL:  # noqa: F405
+    raise ImproperlyConfigured("CELERY_BROKER_URL uses RabbitMQ's guest account; give the broker a user of its own.")
+if DEBUG:  # noqa: F405
+    raise ImproperlyConfigured("DJANGO_DEBUG must be off in production.")
+
+# Behind a proxy that terminates TLS; the health check stays reachable over
+# plain HTTP for the container probes.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)  # noqa: F405
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+SECURE_REDIRECT_EXEMPT = [r"^api/v1/health$"]
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", True)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", True)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

@@ -11,3 +11,4 @@ from .base import derive_signing_key  # noqa: E402
 SECRET_KEY = SECRET_KEY or "test-secret-key"  # noqa: F405
 CELERY_TASK_SIGNING_KEY = derive_signing_key(SECRET_KEY, CELERY_TASK_SIGNING_KEY)  # noqa: F405
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+SECKILL_DEMO_USERS = True

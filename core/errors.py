@@ -1,4 +1,6 @@
-"""Domain errors: each carries its data, its API code and its HTTP status."""
+"""Domain errors: each carries its code, its HTTP status and its data. One DRF
+exception handler (core.exception_handler) turns them into the
+`{"code", "detail", ...data}` bodies of API.md, and logs what they carry."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,7 +17,8 @@ class DomainError(Exception):
         super().__init__(self.detail)
 
     def extra(self) -> dict[str, Any]:
-        return {}
+        """The error's data, beside `code` and `detail` in the response body."""
+        return {k: v for k, v in self.data.items() if isinstance(v, (str, int, float, bool)) or v is None}
 
 
 class SkuNotFound(DomainError):
@@ -46,6 +49,10 @@ class InvalidInput(DomainError):
     code, http_status, message = "invalid", 400, "Invalid input."
 
 
+class TooLarge(DomainError):
+    code, http_status, message = "too_large", 413, "The request body is too large."
+
+
 class Unavailable(DomainError):
     code, http_status, message = "unavailable", 503, "A backing service is unavailable; nothing was taken."
 
@@ -60,6 +67,10 @@ class NotPayable(DomainError):
 
 class NotCancellable(DomainError):
     code, http_status, message = "not_cancellable", 409, "This order cannot be cancelled."
+
+
+class PaymentIdReused(DomainError):
+    code, http_status, message = "payment_id_reused", 409, "This payment id already paid another order."
 
 
 class StockRefused(DomainError):
