@@ -356,16 +356,38 @@ def sell(web_port: int, tokens: list[str], sku_id: str, n_threads: int = 24) -> 
     return run_parallel(web_port, jobs, threads=n_threads)
 
 
-def sell_during(fault: Callable[[], None], web_port: int, tokens: list[str], sku_id: str, n_threads: int = 24):
-    """Run a sale while `fault` runs in another thread."""
+def sell_during(fault: Callable[[], None], web_port: int, tokens: list[str], sku_id: str, n_threads: int = 24,
+                after_taken: int = 10):
+    """Run a sale and land `fault` in it: the fault starts once the gate has
+    taken `after_taken` units, and the test fails if the sale was already over
+    by then (the fault must land mid-sale)."""
     import threading
 
-    t = threading.Thread(target=fault)
+    from inventory import redis_store
+
+    selling = threading.Event()
+    started_mid_sale: list[bool] = []
+    start = (redis_store.live_stock(sku_id=sku_id) or redis_store.LiveStock(0, 0, 0, 0, 0)).available
+
+    def land() -> None:
+        def under_way() -> bool:
+            live = redis_store.live_stock(sku_id=sku_id)
+            return live is not None and start - live.available >= after_taken
+
+        wait_until(under_way, timeout=30, interval=0.01, what="the sale under way")
+        started_mid_sale.append(selling.is_set())
+        fault()
+
+    t = threading.Thread(target=land)
+    selling.set()
     t.start()
     try:
-        return sell(web_port, tokens, sku_id, n_threads=n_threads)
+        results = sell(web_port, tokens, sku_id, n_threads=n_threads)
     finally:
+        selling.clear()
         t.join()
+    assert started_mid_sale == [True], "the fault did not land during the sale"
+    return results
 
 
 def accepted_ids(results) -> set[str]:
@@ -411,3 +433,70 @@ def rabbitmq_restart() -> None:
     from benchmarks.faults import rabbitmq_restart as restart
 
     restart()
+
+
+# --- assertions about both stores -----------------------------------------------------
+
+def settled(sku_id: str, *, timeout: float = 30.0) -> None:
+    """Wait until Redis has nothing in flight for the SKU."""
+    from inventory import redis_store
+
+    wait_until(lambda: (redis_store.live_stock(sku_id=sku_id) or redis_store.LiveStock(0, 0, 0, 0, 0)).inflight == 0
+               and not redis_store.inflight_entries(sku_id=sku_id),
+               timeout=timeout, what=f"nothing in flight for {sku_id}")
+
+
+def assert_balanced(sku_id: str):
+    """MySQL buckets add up, and Redis available equals MySQL available."""
+    from inventory import redis_store
+    from inventory.models import Sku
+
+    sku = Sku.objects.get(pk=sku_id)
+    assert sku.total_stock == sku.available_stock + sku.frozen_stock + sku.locked_stock + sku.sold_stock
+    assert min(sku.available_stock, sku.frozen_stock, sku.locked_stock, sku.sold_stock) >= 0
+    live = redis_store.live_stock(sku_id=sku_id)
+    assert live is not None, "snapshot missing in Redis"
+    assert live.inflight == 0
+    assert live.available == sku.available_stock, (live, sku.available_stock)
+    return sku
+
+
+def decr_log_by_order(sku_id: str) -> dict[str, str]:
+    from inventory.models import InventoryLog
+
+    rows = InventoryLog.objects.filter(sku_id=sku_id, operation=InventoryLog.Operation.DECR)
+    out: dict[str, str] = {}
+    for order_id, status in rows.values_list("order_id", "status"):
+        assert order_id not in out, f"two DECR rows for {order_id}"
+        out[order_id] = status
+    return out
+
+
+def post_order(client, sku_id: str, key: str | None = None, qty: int = 1, **extra):
+    """POST /api/v1/orders through a DRF test client; the response."""
+    return client.post("/api/v1/orders", {"sku_id": sku_id, "quantity": qty}, format="json",
+                       HTTP_IDEMPOTENCY_KEY=key or uuid.uuid4().hex, **extra)
+
+
+def place(client, sku_id: str, key: str | None = None, qty: int = 1) -> str:
+    """A purchase that must be accepted; its order id."""
+    r = post_order(client, sku_id, key, qty)
+    assert r.status_code == 202, r.content
+    return r.json()["order_id"]
+
+
+def confirmed(order_id: str) -> None:
+    from orders.models import Order
+
+    wait_until(lambda: Order.objects.filter(pk=order_id, status=Order.Status.PENDING_PAYMENT).exists(),
+               what=f"order {order_id} confirmed")
+
+
+def gives_applied(sku_id: str) -> None:
+    """Until every give of the SKU reached Redis (log rows success, outbox sent)."""
+    from inventory.models import InventoryLog, OutboxMessage
+
+    wait_until(lambda: not InventoryLog.objects.filter(sku_id=sku_id, status="pending")
+               .exclude(operation="DECR").exists()
+               and not OutboxMessage.objects.filter(sku_id=sku_id, sent_at__isnull=True).exists(),
+               what="gives applied")

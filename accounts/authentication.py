@@ -15,7 +15,7 @@ from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 
-from inventory import redis_store
+from accounts import token_cache
 
 
 @dataclass
@@ -47,7 +47,7 @@ def user_blob(user) -> str:
 class TokenInfo:
     key: str
     # What this request's Idempotency-Key made before, if anything (any SKU).
-    prior: redis_store.KeyClaim | None
+    prior: token_cache.KeyClaim | None
 
 
 class Throttled(exceptions.Throttled):
@@ -79,10 +79,10 @@ class CachedTokenAuthentication(TokenAuthentication):
         view = (request.parser_context or {}).get("view")
         bucket, every_ms = (settings.SECKILL_THROTTLE if request.method == "POST"
                             and getattr(view, "purchase_throttle", False) else (0, 0))
-        found = redis_store.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
+        found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
         if found.user_blob is None:
             self._load_from_mysql(token, client_address(request))
-            found = redis_store.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
+            found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
         if found.user_blob in (None, "-"):
             raise exceptions.AuthenticationFailed("Invalid token.")
         user = CachedUser.from_blob(found.user_blob)
@@ -100,11 +100,11 @@ class CachedTokenAuthentication(TokenAuthentication):
         from rest_framework.authtoken.models import Token
 
         limit = settings.SECKILL_AUTH_FAILURES_PER_MINUTE
-        if limit and redis_store.auth_failures(client=client) >= limit:
-            raise Throttled(wait=redis_store.AUTH_FAILURE_WINDOW_SECONDS,
+        if limit and token_cache.auth_failures(client=client) >= limit:
+            raise Throttled(wait=token_cache.AUTH_FAILURE_WINDOW_SECONDS,
                             detail="Too many failed authentications from this address.")
         row = Token.objects.select_related("user").filter(key=token).first()
         if row is None:
-            redis_store.auth_failure_count(client=client)
+            token_cache.auth_failure_count(client=client)
             raise exceptions.AuthenticationFailed("Invalid token.")
-        redis_store.token_fill(token=token, user_blob=user_blob(row.user))
+        token_cache.token_fill(token=token, user_blob=user_blob(row.user))

@@ -9,20 +9,20 @@ from django.dispatch import receiver
 from rest_framework.authtoken.models import Token
 
 from accounts.authentication import user_blob
-from inventory import redis_store
+from accounts import token_cache
 
 
 @receiver(post_save, sender=Token)
 def _token_saved(sender, instance: Token, **_kwargs) -> None:
     blob = user_blob(instance.user)
-    transaction.on_commit(lambda: redis_store.token_store(token=instance.key, user_blob=blob))
+    transaction.on_commit(lambda: token_cache.token_store(token=instance.key, user_blob=blob))
 
 
 def _revoke(key: str) -> None:
     # Refused at once (a token being deleted must not buy), forgotten when the
     # deletion commits; a deletion that rolls back locks nobody out for long.
-    redis_store.token_revoking(token=key)
-    transaction.on_commit(lambda: redis_store.token_forget(token=key))
+    token_cache.token_revoking(token=key)
+    transaction.on_commit(lambda: token_cache.token_forget(token=key))
 
 
 @receiver(post_delete, sender=Token)
@@ -39,7 +39,7 @@ def _user_saved(sender, instance, created: bool, **_kwargs) -> None:
 
     def push() -> None:
         for key in keys:
-            redis_store.token_store(token=key, user_blob=blob)
+            token_cache.token_store(token=key, user_blob=blob)
 
     transaction.on_commit(push)
 

@@ -38,8 +38,10 @@ STORE_ERRORS = (DatabaseError, RedisError, BrokerError, ConnectionError, Timeout
 def api_exception_handler(exc, context):
     if isinstance(exc, DomainError):
         body = {"code": exc.code, "detail": exc.detail, **exc.extra()}
-        if exc.http_status >= 500:
-            logger.warning("%s: %s %s", exc.code, exc.detail, exc.data or "")
+        # The data goes to the log too: at debug for the refusals a sale makes by
+        # the thousand (sold out, limit), as a warning for a store being down.
+        logger.log(logging.WARNING if exc.http_status >= 500 else logging.DEBUG, "%s %s: %s %s",
+                   exc.http_status, exc.code, exc.detail, exc.data or "")
         return Response(body, status=exc.http_status)
     if isinstance(exc, Http404):
         return Response({"code": "not_found", "detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)

@@ -131,7 +131,6 @@ class SkuAdmin(admin.ModelAdmin):
     # --- stock actions and dashboard -------------------------------------------
     def get_urls(self):
         own = [
-            path("dashboard/", self.admin_site.admin_view(self.dashboard_view), name="inventory_dashboard"),
             path("<path:object_id>/stock/<str:action>/", self.admin_site.admin_view(self.stock_action_view),
                  name="inventory_sku_stock_action"),
         ]
@@ -170,13 +169,6 @@ class SkuAdmin(admin.ModelAdmin):
                    "title": f"{title}: {sku.sku_id}", "form": form, "action": action, "back": back,
                    "live": redis_store.live_stock(sku_id=sku.sku_id)}
         return TemplateResponse(request, "admin/inventory/sku/stock_action.html", context)
-
-    def dashboard_view(self, request):
-        if not request.user.has_perm("inventory.view_sku"):
-            raise PermissionDenied
-        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": "Stock dashboard",
-                   "rows": selectors.dashboard_rows(), "statuses": selectors.DASHBOARD_STATUSES}
-        return TemplateResponse(request, "admin/inventory/dashboard.html", context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = {**(extra_context or {}), "stock_actions": STOCK_ACTIONS,

@@ -105,6 +105,11 @@ class InventoryLog(models.Model):
         return f"{self.operation} {self.quantity} of {self.sku_id} [{self.status}]"
 
 
+# Operations whose Redis half travels through the outbox (gives: MySQL first).
+GIVE_OPERATIONS = (InventoryLog.Operation.INCR, InventoryLog.Operation.UNFREEZE,
+                   InventoryLog.Operation.RESTOCK, InventoryLog.Operation.WRITE_OFF)
+
+
 class ConsumerDedup(models.Model):
     """A message's business effect, recorded in the same transaction as the effect.
 

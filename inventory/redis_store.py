@@ -1,16 +1,13 @@
-"""The Redis gate: every key name, every entry format and every Lua call of the
-project lives here.
+"""The Redis gate: every key name, entry format and Lua call of inventory.
 
-All keys of one SKU share the hash tag `{<sku>}` and all keys of one token the
-tag `{<token digest>}`, so each script touches a single Cluster slot. Scripts
-are the files of `lua/`, each prefixed with `lua/_lib.lua` (the shared formats)
-and loaded once as redis-py `Script` objects. The connection comes from
-django-redis; no ORM here.
+All keys of one SKU share the hash tag `{<sku>}`, so each script touches a
+single Cluster slot. Scripts are the files of `lua/`, prefixed with the shared
+definitions and loaded once (core.redis.Scripts); the connection comes from
+django-redis. No ORM here.
 """
 from __future__ import annotations
 
 import enum
-import hashlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -19,22 +16,18 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from django.conf import settings
-from django_redis import get_redis_connection
-from redis import Redis
-from redis.commands.core import Script
-from redis.exceptions import NoScriptError, RedisError  # noqa: F401  (RedisError re-exported)
+
+from core.redis import Call, RedisError, Scripts, redis, text  # noqa: F401  (RedisError re-exported)
 
 LUA_DIR = Path(__file__).resolve().parent / "lua"
+_scripts = Scripts(LUA_DIR)
+_s = text
 
 MISSING_SKU_TTL_SECONDS = 30
 WARM_LOCK_MS = 5000
 STAGE_TTL_SECONDS = 60
 # Upper size of every list handed to one script call (ids, snapshot items).
 SCRIPT_CHUNK = 500
-
-
-def redis() -> Redis:
-    return get_redis_connection("default")
 
 
 # --- Return codes, one enum per script ---------------------------------------
@@ -119,35 +112,10 @@ def sku_keys(sku_id: str) -> SkuKeys:
     )
 
 
-@dataclass(frozen=True)
-class TokenKeys:
-    record: str  # hash: "u" -> user blob ("-": being revoked)
-    claims: str  # hash: idempotency key -> claim (see KeyClaim)
-    rate: str    # hash: the purchase token bucket
-
-
-def token_digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-@lru_cache(maxsize=65536)
-def token_keys(token: str) -> TokenKeys:
-    tag = f"seckill:auth:{{{token_digest(token)}}}"
-    return TokenKeys(record=tag, claims=f"{tag}:keys", rate=f"{tag}:rate")
-
-
-def token_key(token: str) -> str:
-    return token_keys(token).record
-
-
 # --- Scripts ---------------------------------------------------------------------
 
-@lru_cache(maxsize=None)
-def _script(name: str) -> Script:
-    # Script objects call EVALSHA and load the source once on NOSCRIPT; `.sha`
-    # is known without a round trip, so the hot path can pipeline EVALSHA.
-    source = (LUA_DIR / "_lib.lua").read_text() + "\n" + (LUA_DIR / f"{name}.lua").read_text()
-    return redis().register_script(source)
+def _script(name: str):
+    return _scripts.get(name)
 
 
 def _ms(setting: str) -> int:
@@ -157,10 +125,6 @@ def _ms(setting: str) -> int:
 def _chunks(items: Sequence, size: int = SCRIPT_CHUNK) -> Iterable[Sequence]:
     for i in range(0, len(items), size):
         yield items[i:i + size]
-
-
-def _s(v: str | bytes) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 # --- Reservations --------------------------------------------------------------------
@@ -194,15 +158,16 @@ class ReserveResult:
     epoch: int = 0
 
 
-def _reserve_call(sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str):
+def reserve_call(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str) -> Call:
+    """The reserve as a call that can ride in a pipeline (see orders' place)."""
     k = sku_keys(sku_id)
     keys = [k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.missing, k.released]
     args = [user_id, quantity, idempotency_key, order_id, _ms("SECKILL_ORPHAN_GRACE_SECONDS"),
             _ms("SECKILL_IDEMPOTENCY_SECONDS")]
-    return keys, args
+    return Call(_script("reserve"), keys, args)
 
 
-def _reserve_result(raw) -> ReserveResult:
+def reserve_result(raw) -> ReserveResult:
     code = Reserve(int(raw[0]))
     if code is Reserve.OK:
         return ReserveResult(code, _s(raw[1]), int(raw[2]), reserved_ms=int(raw[3]), epoch=int(raw[4]))
@@ -218,55 +183,8 @@ def _reserve_result(raw) -> ReserveResult:
 
 
 def reserve(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str) -> ReserveResult:
-    keys, args = _reserve_call(sku_id, user_id, quantity, idempotency_key, order_id)
-    return _reserve_result(_script("reserve")(keys=keys, args=args))
-
-
-@dataclass(frozen=True)
-class KeyClaim:
-    """What an Idempotency-Key was first used for, by this token (its user)."""
-
-    order_id: str
-    sku_id: str
-    quantity: int
-    claimed_ms: int
-
-    @classmethod
-    def parse(cls, raw: str | bytes) -> "KeyClaim":
-        ms, qty, oid, sku = _s(raw).split("|", 3)
-        return cls(oid, sku, int(qty), int(ms))
-
-
-def reserve_claiming_key(*, token: str, sku_id: str, user_id: int, quantity: int, idempotency_key: str,
-                         order_id: str) -> tuple[KeyClaim | None, ReserveResult]:
-    """Claim the key for this order (token slot) and reserve (SKU slot) in one
-    round trip. Returns (the claim that won if another did, the reserve result):
-    when another request claimed the key first, the caller undoes this reserve."""
-    tk = token_keys(token)
-    keys, args = _reserve_call(sku_id, user_id, quantity, idempotency_key, order_id)
-    claim, reserve_script = _script("key_claim"), _script("reserve")
-    claim_args = [idempotency_key, quantity, order_id, sku_id, _ms("SECKILL_IDEMPOTENCY_SECONDS")]
-    pipe = redis().pipeline(transaction=False)
-    pipe.evalsha(claim.sha, 1, tk.claims, *claim_args)
-    pipe.evalsha(reserve_script.sha, len(keys), *keys, *args)
-    won, raw = pipe.execute(raise_on_error=False)
-    # Each command of a pipeline runs on its own: after a Redis restart one of
-    # the scripts may be unknown while the other ran. Load and run just that one.
-    if isinstance(won, NoScriptError):
-        won = claim(keys=[tk.claims], args=claim_args)
-    if isinstance(raw, NoScriptError):
-        raw = reserve_script(keys=keys, args=args)
-    for result in (won, raw):
-        if isinstance(result, Exception):
-            raise result
-    other = None if int(won[0]) == 1 else KeyClaim.parse(won[1])
-    return other, _reserve_result(raw)
-
-
-def key_forget(*, token: str, idempotency_key: str, order_id: str) -> None:
-    """Drop the key's claim if it still names this order (a refused request
-    claims nothing, so the client may fix the body and retry with the key)."""
-    _script("key_forget")(keys=[token_keys(token).claims], args=[idempotency_key, order_id])
+    return reserve_result(reserve_call(sku_id=sku_id, user_id=user_id, quantity=quantity,
+                                       idempotency_key=idempotency_key, order_id=order_id).run())
 
 
 def release(*, sku_id: str, order_id: str) -> Release:
@@ -454,9 +372,7 @@ def warm_lock_acquire(*, sku_id: str) -> str | None:
 
 def warm_lock_release(*, sku_id: str, token: str) -> None:
     lock = sku_keys(sku_id).lock
-    # Compare-and-delete; a plain DEL could drop another process's lock.
-    redis().eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-                 1, lock, token)
+    _script("lock_release")(keys=[lock], args=[token])
 
 
 def wait_for_snapshot(*, sku_id: str, timeout_s: float = 3.0) -> bool:
@@ -525,96 +441,6 @@ def live_stock_many(*, sku_ids: Sequence[str]) -> dict[str, LiveStock | None]:
         pipe.hmget(sku_keys(sku_id).stock, *_LIVE_FIELDS)
     return {sku_id: None if vals[0] is None else LiveStock(*(int(v or 0) for v in vals))
             for sku_id, vals in zip(sku_ids, pipe.execute())}
-
-
-# --- Cached token authentication and Idempotency-Key claims --------------------------------
-# The token record's field "u" holds "user_id|is_active|is_staff|username" ("-"
-# while a deletion is being committed). Records of valid tokens expire after
-# SECKILL_TOKEN_CACHE_SECONDS, so a change made outside the signals (a bulk
-# update, SQL) takes effect within that time; unknown tokens leave no record.
-# Its claims hash maps each Idempotency-Key the token used to the order it made
-# (KeyClaim), read in the same round trip as the authentication: a retry is
-# answered with its first order, another body with 422, whatever the SKU.
-
-@dataclass(frozen=True)
-class AuthLookup:
-    user_blob: str | None  # None: Redis does not know the token
-    prior: KeyClaim | None
-    wait_ms: int = 0       # > 0: over the purchase rate, try again after this
-
-
-def authorize(*, token: str, idempotency_key: str | None, bucket: int = 0, every_ms: int = 0) -> AuthLookup:
-    """The token's user and the key's claim; with `bucket` > 0, also spend one
-    purchase from the user's token bucket (refilled one per `every_ms`)."""
-    tk = token_keys(token)
-    blob, raw, wait = _script("authorize")(keys=[tk.record, tk.claims, tk.rate],
-                                           args=[idempotency_key or "", bucket, every_ms or 1])
-    prior = None
-    if raw is not None:
-        prior = KeyClaim.parse(raw)
-        if time.time() * 1000 - prior.claimed_ms >= _ms("SECKILL_IDEMPOTENCY_SECONDS"):
-            prior = None  # past its lifetime: the key is free again
-    return AuthLookup(None if blob is None else _s(blob), prior, int(wait))
-
-
-def token_lookup(*, token: str, idempotency_key: str | None) -> tuple[str | None, KeyClaim | None]:
-    found = authorize(token=token, idempotency_key=idempotency_key)
-    return found.user_blob, found.prior
-
-
-def user_claims(*, token: str) -> list[KeyClaim]:
-    """The orders this token's keys made within the idempotency lifetime
-    (the per-user index of orders that may still be in flight)."""
-    raw = redis().hvals(token_keys(token).claims)
-    horizon = time.time() * 1000 - _ms("SECKILL_IDEMPOTENCY_SECONDS")
-    return [c for c in (KeyClaim.parse(v) for v in raw) if c.claimed_ms >= horizon]
-
-
-def token_store(*, token: str, user_blob: str) -> None:
-    """Authoritative write (a token or its user changed in MySQL)."""
-    pipe = redis().pipeline(transaction=True)
-    pipe.hset(token_keys(token).record, "u", user_blob)
-    pipe.expire(token_keys(token).record, settings.SECKILL_TOKEN_CACHE_SECONDS)
-    pipe.execute()
-
-
-def token_fill(*, token: str, user_blob: str) -> None:
-    """Lazy fill after a cache miss; never overrides an authoritative write."""
-    key = token_keys(token).record
-    r = redis()
-    if r.hsetnx(key, "u", user_blob):
-        r.expire(key, settings.SECKILL_TOKEN_CACHE_SECONDS)
-
-
-def token_revoking(*, token: str) -> None:
-    """A deletion is under way: refuse the token now, for a few seconds (if the
-    deletion rolls back, the record expires and is filled from MySQL again)."""
-    pipe = redis().pipeline(transaction=True)
-    pipe.hset(token_keys(token).record, "u", "-")
-    pipe.expire(token_keys(token).record, settings.SECKILL_TOKEN_REVOKING_SECONDS)
-    pipe.execute()
-
-
-def token_forget(*, token: str) -> None:
-    """The token is gone from MySQL: nothing of it stays in Redis."""
-    tk = token_keys(token)
-    redis().delete(tk.record, tk.claims, tk.rate)
-
-
-AUTH_FAILURE_WINDOW_SECONDS = 60
-
-
-def auth_failures(*, client: str) -> int:
-    return int(redis().get(f"seckill:authfail:{{{client}}}") or 0)
-
-
-def auth_failure_count(*, client: str) -> int:
-    """One more failed authentication from this client address (per minute)."""
-    key = f"seckill:authfail:{{{client}}}"
-    pipe = redis().pipeline(transaction=True)
-    pipe.incr(key)
-    pipe.expire(key, AUTH_FAILURE_WINDOW_SECONDS, nx=True)
-    return int(pipe.execute()[0])
 
 
 def ping() -> bool:

@@ -8,7 +8,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from inventory import redis_store
-from inventory.models import InventoryLog, OutboxMessage, Sku
+from inventory.models import GIVE_OPERATIONS, InventoryLog, OutboxMessage, Sku
 
 # Ended SKUs are still swept this long after they ended, while reservations
 # of theirs are in flight.
@@ -54,8 +54,6 @@ class PendingOp:
 
 def pending_gives(*, sku_id: str) -> list[PendingOp]:
     """Gives committed in MySQL whose Redis half is not known to be applied."""
-    from inventory.services.gives import GIVE_OPERATIONS
-
     rows = InventoryLog.objects.filter(sku_id=sku_id, status=InventoryLog.Status.PENDING,
                                        operation__in=GIVE_OPERATIONS).values_list("op_id", flat=True)
     ops = list(rows)
@@ -102,45 +100,27 @@ class SkuView:
     sku: Sku
     live: redis_store.LiveStock | None
 
+    @property
+    def available(self) -> int:
+        """The live Redis figure (MySQL's while Redis has no snapshot)."""
+        return self.live.available if self.live is not None else self.sku.available_stock
+
+    @property
+    def sale_state(self) -> str:
+        """on_sale, sold_out, upcoming, ended, or the status ops set (paused)."""
+        sku, now = self.sku, timezone.now()
+        if sku.status != Sku.Status.ACTIVE:
+            return sku.status
+        if sku.sale_starts_at and now < sku.sale_starts_at:
+            return "upcoming"
+        if sku.sale_ends_at and now >= sku.sale_ends_at:
+            return "ended"
+        return "sold_out" if self.available <= 0 else "on_sale"
+
 
 def sku_views(*, skus: list[Sku]) -> list[SkuView]:
     live = redis_store.live_stock_many(sku_ids=[s.sku_id for s in skus]) if skus else {}
     return [SkuView(sku=s, live=live.get(s.sku_id)) for s in skus]
-
-
-DASHBOARD_STATUSES = ("PENDING_PAYMENT", "PAID", "CANCELLED", "EXPIRED", "FAILED")
-
-
-@dataclass(frozen=True)
-class DashboardRow:
-    sku: Sku
-    live: redis_store.LiveStock | None
-    orders_by_status: dict[str, int]
-
-    @property
-    def status_counts(self) -> list[int]:
-        """Counts in the order of DASHBOARD_STATUSES (MySQL never holds PROCESSING)."""
-        return [self.orders_by_status.get(s, 0) for s in DASHBOARD_STATUSES]
-
-    @property
-    def drift(self) -> int | None:
-        """Redis available minus what MySQL implies (MySQL available minus in flight)."""
-        if self.live is None:
-            return None
-        return self.live.available - (self.sku.available_stock - self.live.inflight)
-
-
-def dashboard_rows() -> list[DashboardRow]:
-    from django.db.models import Count
-
-    from orders.models import Order
-
-    skus = list(Sku.objects.exclude(status=Sku.Status.ENDED).order_by("sku_id"))
-    counts: dict[str, dict[str, int]] = {}
-    for row in Order.objects.filter(sku__in=skus).values("sku_id", "status").annotate(n=Count("pk")):
-        counts.setdefault(row["sku_id"], {})[row["status"]] = row["n"]
-    live = redis_store.live_stock_many(sku_ids=[s.sku_id for s in skus]) if skus else {}
-    return [DashboardRow(s, live.get(s.sku_id), counts.get(s.sku_id, {})) for s in skus]
 
 
 def released_order_ids(*, order_ids: list[str]) -> set[str]:

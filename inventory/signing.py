@@ -18,7 +18,7 @@ class BadSignature(Exception):
 
 
 def _key() -> bytes:
-    return settings.CELERY_TASK_SIGNING_KEY.encode()
+    return settings.SECKILL_TASK_SIGNING_KEY.encode()
 
 
 def sign_bytes(body: bytes) -> str:

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
+from accounts import token_cache
 from inventory import redis_store
 from inventory.services.skus import Holdings
 from orders.models import Order
@@ -44,7 +45,7 @@ def _in_flight(*, user_id: int, token: str, order_ids: set[str] | None = None) -
     """The caller's reservations still in flight, found through the orders its
     token's Idempotency-Keys made (an index per user, so the cost does not grow
     with other buyers' reservations)."""
-    claims = redis_store.user_claims(token=token)
+    claims = token_cache.user_claims(token=token)
     candidates = [(c.sku_id, c.order_id) for c in claims if order_ids is None or c.order_id in order_ids]
     return [r for r in redis_store.inflight_find(candidates=candidates) if r.user_id == user_id]
 

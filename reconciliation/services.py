@@ -16,7 +16,7 @@ from inventory import messages, redis_store, selectors as inventory_selectors
 from inventory.models import DeadLetter, InventoryLog, Sku
 from inventory.services import gives as give_services, stock as stock_services
 from inventory.services.locks import skus_lock
-from inventory.services.skus import stock_warm
+from inventory.services.skus import sku_sale_data_push, stock_warm
 from orders import selectors as order_selectors
 from orders.models import Order
 from orders.services.confirm import reservations_settle_known
@@ -225,9 +225,7 @@ def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Fi
                         detail="Redis had no snapshot; loaded from MySQL under the lock")]
     if first.redis_version is not None and first.redis_version < first.sku.version:
         # A sale-data push was lost: send it again (newest version wins in Redis).
-        from inventory.services.skus import _push_sale_data
-
-        _push_sale_data(first.sku)
+        sku_sale_data_push(sku=first.sku)
     if first.drift == 0:
         _row(run, first, SkuReconciliation.State.OK)
         return []

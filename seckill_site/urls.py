@@ -5,8 +5,10 @@ from drf_spectacular.views import SpectacularAPIView
 
 from inventory.api import urls as inventory_urls
 from orders.api import urls as order_urls
+from reconciliation import views as reconciliation_views
 
 urlpatterns = [
+    path("admin/dashboard/", admin.site.admin_view(reconciliation_views.dashboard), name="stock-dashboard"),
     path("admin/", admin.site.urls),
     path("api/v1/", include(order_urls)),
     path("api/v1/", include(inventory_urls)),

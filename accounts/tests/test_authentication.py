@@ -11,14 +11,10 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 
-from conftest import wait_until
+from conftest import post_order as buy, wait_until
+from accounts import token_cache
 from inventory import redis_store
 from orders.models import Order
-
-
-def buy(client, sku_id, key=None, **extra):
-    return client.post("/api/v1/orders", {"sku_id": sku_id, "quantity": 1}, format="json",
-                       HTTP_IDEMPOTENCY_KEY=key or uuid.uuid4().hex, **extra)
 
 
 @pytest.mark.worker
@@ -79,7 +75,7 @@ def test_unknown_tokens_leave_no_state_and_are_limited_per_address(api, make_sku
     assert late.status_code == 429 and late.json()["code"] == "throttled" and late["Retry-After"]
     assert queries.captured_queries == []  # refused before MySQL is asked
     r = redis_store.redis()
-    assert not any(r.exists(*redis_store.token_keys(t).__dict__.values()) for t in made_up)
+    assert not any(r.exists(*token_cache.token_keys(t).__dict__.values()) for t in made_up)
     # another address, and a real buyer from the same one, are unaffected
     assert buy(api(made_up[6]), sku.sku_id, REMOTE_ADDR="10.1.1.1").status_code == 401
     (_, token), = make_buyers(1)
@@ -121,5 +117,5 @@ def test_a_committed_revocation_leaves_nothing_behind(api, make_sku, make_buyers
     assert buy(api(token), sku.sku_id).status_code == 202
     Token.objects.filter(key=token).delete()
     assert buy(api(token), sku.sku_id).status_code == 401
-    keys = redis_store.token_keys(token)
+    keys = token_cache.token_keys(token)
     assert not redis_store.redis().exists(keys.record, keys.claims, keys.rate)

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from django.utils import timezone
 from rest_framework import serializers
 
 from inventory.selectors import SkuView
@@ -8,29 +7,17 @@ from inventory.selectors import SkuView
 
 def sku_output(view: SkuView, *, staff: bool) -> dict:
     sku = view.sku
-    available = view.live.available if view.live is not None else sku.available_stock
-    now = timezone.now()
-    if sku.status != "active":
-        state = sku.status
-    elif sku.sale_starts_at and now < sku.sale_starts_at:
-        state = "upcoming"
-    elif sku.sale_ends_at and now >= sku.sale_ends_at:
-        state = "ended"
-    elif available <= 0:
-        state = "sold_out"
-    else:
-        state = "on_sale"
     body = {
         "sku_id": sku.sku_id,
         "name": sku.name,
         "price": str(sku.price),
-        "available": available,
+        "available": view.available,
         "total": sku.total_stock,
         "per_user_limit": sku.per_user_limit,
         "sale_starts_at": serializers.DateTimeField().to_representation(sku.sale_starts_at) if sku.sale_starts_at else None,
         "sale_ends_at": serializers.DateTimeField().to_representation(sku.sale_ends_at) if sku.sale_ends_at else None,
         "status": sku.status,
-        "sale_state": state,
+        "sale_state": view.sale_state,
     }
     if staff:
         body["buckets"] = {

@@ -9,13 +9,9 @@ from django.db import OperationalError, transaction
 from django.utils import timezone
 
 from inventory import messages, redis_store
-from inventory.models import DeadLetter, InventoryLog, OutboxMessage
+from inventory.models import GIVE_OPERATIONS, DeadLetter, InventoryLog, OutboxMessage
 
 logger = logging.getLogger(__name__)
-
-# Log operations whose Redis half travels through the outbox.
-GIVE_OPERATIONS = (InventoryLog.Operation.INCR, InventoryLog.Operation.UNFREEZE,
-                   InventoryLog.Operation.RESTOCK, InventoryLog.Operation.WRITE_OFF)
 
 
 def stock_give_record(*, sku_id: str, quantity: int, op_id: str, user_id: int | None = None,

@@ -92,12 +92,13 @@ def sku_update(*, sku_id: str, actor: str, **changes) -> Sku:
         sku.version = F("version") + 1
         sku.save(update_fields=[*changes, "status_changed_at", "version", "updated_at"])
         sku.refresh_from_db(fields=["version"])
-        transaction.on_commit(lambda: _push_sale_data(sku))
+        transaction.on_commit(lambda: sku_sale_data_push(sku=sku))
     logger.info("sale data of %s changed by %s: %s", sku_id, actor, sorted(changes))
     return sku
 
 
-def _push_sale_data(sku: Sku) -> None:
+def sku_sale_data_push(*, sku: Sku) -> None:
+    """Send a SKU's sale data to Redis (newest version wins there)."""
     try:
         redis_store.meta_update(
             sku_id=sku.sku_id, per_user_limit=sku.per_user_limit, starts_ms=selectors.epoch_ms(sku.sale_starts_at),

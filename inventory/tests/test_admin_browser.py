@@ -31,7 +31,7 @@ def test_ops_freezes_ten_units_and_support_is_refused(browser, web, make_sku, li
     available = browser.find_element(By.CSS_SELECTOR, ".field-available_stock .readonly").text
     redis_available = browser.find_element(By.CSS_SELECTOR, ".field-redis_available .readonly").text
     assert (frozen, available, redis_available) == ("10", "90", "90")
-    browser.get(f"{base}/admin/inventory/sku/dashboard/")
+    browser.get(f"{base}/admin/dashboard/")
     row = browser.find_element(By.ID, f"sku-{sku.sku_id}")
     assert row.find_element(By.CSS_SELECTOR, ".frozen").text == "10"
     row = Sku.objects.get(pk=sku.sku_id)

@@ -236,28 +236,6 @@ def test_freeze_cancel_gives_back_a_take_or_blocks_a_late_one(sku_id):
     assert rs.live_stock(sku_id=sku_id).available == 10
 
 
-def test_key_claims_one_winner_across_skus(sku_id):
-    token = uuid.uuid4().hex
-    rs.token_store(token=token, user_blob="1|1|0|someone")  # claims are read for a known token
-    other_sku = f"{sku_id}-b"
-    for s in (sku_id, other_sku):
-        rs.snapshot_load(sku_id=s, snapshot=snapshot(available=5))
-    lost, won = rs.reserve_claiming_key(token=token, sku_id=sku_id, user_id=1, quantity=1, idempotency_key="K",
-                                        order_id="a" * 32)
-    assert lost is None and won.code is Reserve.OK
-    other, result = rs.reserve_claiming_key(token=token, sku_id=other_sku, user_id=1, quantity=1,
-                                            idempotency_key="K", order_id="b" * 32)
-    assert other == rs.KeyClaim("a" * 32, sku_id, 1, other.claimed_ms)
-    assert result.code is Reserve.OK  # the caller undoes it: see order_place
-    _, prior = rs.token_lookup(token=token, idempotency_key="K")
-    assert prior.order_id == "a" * 32
-    assert rs.token_lookup(token=token, idempotency_key="k")[1] is None  # case-sensitive
-    rs.key_forget(token=token, idempotency_key="K", order_id="b" * 32)  # not its claim: kept
-    assert rs.token_lookup(token=token, idempotency_key="K")[1] is not None
-    rs.key_forget(token=token, idempotency_key="K", order_id="a" * 32)
-    assert rs.token_lookup(token=token, idempotency_key="K")[1] is None
-
-
 def test_concurrent_reserves_never_oversell(sku_id):
     rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=50, limit=1000))
     codes: list[Reserve] = []

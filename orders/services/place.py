@@ -8,11 +8,14 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from accounts import token_cache
+from accounts.token_cache import KeyClaim
+from core.redis import run_together
 from inventory import messages, redis_store
 from core.errors import (
     IdempotencyKeyReused, LimitReached, SaleNotActive, SkuNotFound, SoldOut, Unavailable,
 )
-from inventory.redis_store import KeyClaim, Release, Reserve, ReserveResult
+from inventory.redis_store import Release, Reserve, ReserveResult
 from inventory.services.skus import stock_warm
 from inventory.services.stock import reservation_release_record
 
@@ -60,9 +63,14 @@ def order_place(*, user_id: int, token: str, sku_id: str, quantity: int, idempot
         raise SoldOut(sku_id=sku_id)
     order_id = uuid.uuid4().hex
     try:
-        other, result = redis_store.reserve_claiming_key(
-            token=token, sku_id=sku_id, user_id=user_id, quantity=quantity, idempotency_key=idempotency_key,
-            order_id=order_id)
+        # One round trip: claim the key in the token's slot, reserve in the SKU's.
+        # Of two requests with the same key, exactly one claim wins.
+        won, raw = run_together(
+            token_cache.key_claim_call(token=token, idempotency_key=idempotency_key, quantity=quantity,
+                                       order_id=order_id, sku_id=sku_id),
+            redis_store.reserve_call(sku_id=sku_id, user_id=user_id, quantity=quantity,
+                                     idempotency_key=idempotency_key, order_id=order_id))
+        other, result = token_cache.key_claim_result(won), redis_store.reserve_result(raw)
     except redis_store.RedisError as exc:
         _unavailable_after_redis_error(click, order_id, exc)
     if other is not None:
@@ -202,6 +210,6 @@ def _never_sent(exc: Exception) -> bool:
 
 def _forget(click: _Click, order_id: str) -> None:
     try:
-        redis_store.key_forget(token=click.token, idempotency_key=click.key, order_id=order_id)
+        token_cache.key_forget(token=click.token, idempotency_key=click.key, order_id=order_id)
     except redis_store.RedisError:
         pass  # a stale claim sends that key's retries through the gate, which answers them

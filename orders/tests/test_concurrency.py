@@ -5,9 +5,8 @@ import uuid
 
 import pytest
 
-from conftest import run_parallel
+from conftest import run_parallel, assert_balanced, decr_log_by_order, settled
 from inventory.models import InventoryLog
-from inventory.tests.helpers import assert_balanced, decr_log_by_order, settled
 from orders.models import Order
 
 pytestmark = [pytest.mark.worker, pytest.mark.web]

@@ -8,10 +8,9 @@ import pytest
 from django.conf import settings
 from kombu import Connection, Producer
 
-from conftest import publish, reserve_direct, wait_until
+from conftest import publish, reserve_direct, wait_until, assert_balanced, decr_log_by_order, settled
 from inventory import messages, redis_store
 from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, Sku
-from inventory.tests.helpers import assert_balanced, decr_log_by_order, settled
 from orders.models import Order
 
 pytestmark = pytest.mark.worker

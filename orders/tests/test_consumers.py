@@ -10,12 +10,10 @@ from django.db import connection
 
 from benchmarks.faults import mariadb_restart, redis_start_empty, redis_stop
 from conftest import (
-    RowHold, accepted_ids, publish, rabbitmq_queue, rabbitmq_restart, reserve_direct, sell, sell_during,
-    start_worker, wait_until,
+    RowHold, accepted_ids, publish, rabbitmq_queue, rabbitmq_restart, reserve_direct, sell, sell_during, start_worker, wait_until, assert_balanced, settled,
 )
 from inventory import redis_store
 from inventory.models import DeadLetter, InventoryLog, Sku
-from inventory.tests.helpers import assert_balanced, settled
 from orders.models import Order
 
 pytestmark = pytest.mark.worker
@@ -103,11 +101,7 @@ def test_rabbitmq_stopped_and_started_during_a_sale(web, worker, make_sku, make_
     buyers = make_buyers(160)
     tokens = [tok for _, tok in buyers]
 
-    def bounce():
-        time.sleep(0.3)
-        rabbitmq_restart()
-
-    results = sell_during(bounce, web.port, tokens[:120], sku.sku_id, n_threads=12)
+    results = sell_during(rabbitmq_restart, web.port, tokens[:120], sku.sku_id, n_threads=12)
     results += sell(web.port, tokens[120:], sku.sku_id, n_threads=12)
     codes = [s for s, _ in results]
     assert set(codes) <= {202, 409, 503} and codes.count(202) >= 1

@@ -11,32 +11,13 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from conftest import wait_until
+from conftest import assert_balanced, confirmed, gives_applied, place as buy, settled, wait_until
 from inventory import redis_store
 from inventory.models import InventoryLog, OutboxMessage
-from inventory.tests.helpers import assert_balanced, settled
 from orders.services import life as services
 from orders.models import Order
 
 pytestmark = pytest.mark.worker
-
-
-def buy(client, sku_id, key=None, qty=1):
-    r = client.post("/api/v1/orders", {"sku_id": sku_id, "quantity": qty}, format="json",
-                    HTTP_IDEMPOTENCY_KEY=key or uuid.uuid4().hex)
-    assert r.status_code == 202, r.content
-    return r.json()["order_id"]
-
-
-def confirmed(order_id):
-    wait_until(lambda: Order.objects.filter(pk=order_id, status=Order.Status.PENDING_PAYMENT).exists(),
-               what=f"order {order_id} confirmed")
-
-
-def gives_applied(sku_id):
-    wait_until(lambda: not InventoryLog.objects.filter(sku_id=sku_id, operation="INCR", status="pending").exists()
-               and not OutboxMessage.objects.filter(sku_id=sku_id, sent_at__isnull=True).exists(),
-               what="gives applied")
 
 
 def test_pay_moves_locked_to_sold_and_is_harmless_to_repeat(api, make_sku, make_buyers, worker):
@@ -89,7 +70,7 @@ def test_expired_stock_is_bought_again_by_a_new_buyer(api, make_sku, make_buyers
                             HTTP_IDEMPOTENCY_KEY="x").json()["code"] == "sold_out"
     Order.objects.filter(pk=oid).update(expires_at=timezone.now() - timedelta(seconds=1))
     assert api(first).post(f"/api/v1/orders/{oid}/pay").json()["code"] == "not_payable"
-    while services.orders_expire():
+    while services.orders_expire(sku_ids=[sku.sku_id]):
         pass
     assert Order.objects.get(pk=oid).status == Order.Status.EXPIRED
     gives_applied(sku.sku_id)
@@ -198,7 +179,7 @@ def test_pay_cancel_and_expiry_race_with_one_winner_each(make_sku, make_buyers, 
     def sweeper():
         try:
             for _ in range(20):
-                services.orders_expire(limit=50)
+                services.orders_expire(limit=50, sku_ids=[sku.sku_id])
         finally:
             connection.close()
 
@@ -206,7 +187,7 @@ def test_pay_cancel_and_expiry_race_with_one_winner_each(make_sku, make_buyers, 
     threads += [threading.Thread(target=sweeper) for _ in range(2)]
     [t.start() for t in threads]
     [t.join() for t in threads]
-    services.orders_expire()
+    services.orders_expire(sku_ids=[sku.sku_id])
     odd = {o for v in results.values() for o in v} - {"pay", "cancel", "not_payable", "not_cancellable"}
     assert not odd, odd
     final = dict(Order.objects.filter(pk__in=ids).values_list("order_id", "status"))

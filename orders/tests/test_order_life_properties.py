@@ -23,6 +23,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
+from accounts import token_cache
 from inventory import redis_store
 from core.errors import DomainError
 from inventory.models import InventoryLog, Sku
@@ -74,7 +75,7 @@ class OrderLife(RuleBasedStateMachine):
     def reserve(self, user, qty, key):
         user_id, token = self.users[user]
         key = f"{self.sku_id}:{key}"  # the buyers are shared by the examples; their keys are not
-        _, prior = redis_store.token_lookup(token=token, idempotency_key=key)
+        prior = token_cache.authorize(token=token, idempotency_key=key).prior
         placed = self._quietly(lambda: place.order_place(user_id=user_id, token=token, sku_id=self.sku_id,
                                                          quantity=qty, idempotency_key=key, prior=prior))
         if placed is not None:

@@ -7,15 +7,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from conftest import wait_until
+from conftest import wait_until, assert_balanced, settled, post_order as buy
 from inventory import redis_store
-from inventory.tests.helpers import assert_balanced, settled
 from orders.models import Order
-
-
-def buy(client, sku_id, key, qty=1):
-    return client.post("/api/v1/orders", {"sku_id": sku_id, "quantity": qty}, format="json",
-                       HTTP_IDEMPOTENCY_KEY=key)
 
 
 def test_purchase_makes_no_mysql_query(api, make_sku, make_buyers):
@@ -84,7 +78,7 @@ def test_redis_down_answers_503(api, make_sku, make_buyers):
     (_, token), = make_buyers(1)
     client = api(token)
     buy(client, sku.sku_id, "prime")  # token record cached
-    with mock.patch("inventory.redis_store.reserve_claiming_key", side_effect=redis_store.RedisError("down")):
+    with mock.patch("orders.services.place.run_together", side_effect=redis_store.RedisError("down")):
         r = buy(client, sku.sku_id, "k2")
     assert r.status_code == 503 and r.json()["code"] == "unavailable"
 
@@ -109,7 +103,9 @@ def test_revoked_token_stops_at_once(api, make_sku, make_buyers):
 def test_token_records_rebuilt_after_redis_loss(api, make_sku, make_buyers):
     sku = make_sku(stock=5)
     (_, token), = make_buyers(1)
-    redis_store.redis().delete(redis_store.token_key(token))
+    from accounts.token_cache import token_keys
+
+    redis_store.redis().delete(token_keys(token).record)
     assert buy(api(token), sku.sku_id, "a").status_code == 202
 
 

@@ -10,9 +10,8 @@ from unittest import mock
 import pytest
 from django.test import override_settings
 
-from conftest import publish, reserve_direct, wait_until
+from conftest import publish, reserve_direct, wait_until, assert_balanced, settled
 from inventory import messages, redis_store
-from inventory.tests.helpers import assert_balanced, settled
 from orders.models import Order
 from orders.services.confirm import confirm_in_mysql
 from reconciliation.services import orphans_recover
@@ -124,6 +123,6 @@ def test_an_ended_sku_with_reservations_in_flight_is_still_swept(make_sku, make_
     swept = sku_ids_sweepable()
     assert sku.sku_id in swept and idle.sku_id not in swept
     with mock.patch("inventory.messages.publish_confirms") as sent:
-        assert orphans_recover(ahead_s=15).republished.count(res.order_id) == 1
+        assert orphans_recover(sku_ids=[sku.sku_id, idle.sku_id], ahead_s=15).republished == [res.order_id]
     assert res.order_id in [r.order_id for call in sent.call_args_list for r in call.args[0]]
     redis_store.release(sku_id=sku.sku_id, order_id=res.order_id)

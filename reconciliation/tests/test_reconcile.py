@@ -8,10 +8,9 @@ import uuid
 import pytest
 from django.db import connection
 
-from conftest import accepted_ids, reserve_direct, sell, sell_during, wait_until
+from conftest import accepted_ids, reserve_direct, sell, sell_during, wait_until, assert_balanced, settled
 from inventory import redis_store
 from inventory.models import InventoryLog, Sku
-from inventory.tests.helpers import assert_balanced, settled
 from orders.models import Order
 from orders.services.confirm import STOCK_REFUSAL
 from reconciliation import services
@@ -189,11 +188,7 @@ def test_redis_flushed_during_a_sale_oversells_nothing(web, worker, make_sku, ma
     buyers = make_buyers(200)
     tokens = [tok for _, tok in buyers]
 
-    def flush_midway():
-        time.sleep(0.4)
-        redis_store.redis().flushdb()
-
-    results = sell_during(flush_midway, web.port, tokens, sku.sku_id)
+    results = sell_during(lambda: redis_store.redis().flushdb(), web.port, tokens, sku.sku_id)
     accepted = accepted_ids(results)
     wait_until(lambda: Order.objects.filter(pk__in=accepted).count() == len(accepted), timeout=60,
                what="every accepted order in MySQL")

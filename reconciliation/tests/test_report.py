@@ -4,9 +4,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client, override_settings
 
-from conftest import unique
+from conftest import unique, browser_login as login, make_staff
 from inventory import redis_store
-from conftest import browser_login as login, make_staff
 from reconciliation.services import reconciliation_run
 
 

@@ -5,46 +5,14 @@ checkout runs without any configuration file.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 import dj_database_url
-from kombu import Exchange, Queue
+
+from .env import env_bool, env_int, parse_rate
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    return raw.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    return int(raw) if raw not in (None, "") else default
-
-
-_PERIODS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000}
-
-
-def parse_rate(raw: str) -> tuple[int, int]:
-    """ "10/s" -> (a bucket of 10, one request earned back every 100 ms); "0" -> off."""
-    raw = raw.strip()
-    if raw in ("", "0", "off"):
-        return 0, 0
-    try:
-        count, period = raw.split("/")
-        n, unit = int(count), period.strip()[0]
-        if n < 1 or unit not in _PERIODS_MS:
-            raise ValueError
-    except (ValueError, IndexError):
-        from django.core.exceptions import ImproperlyConfigured
-
-        raise ImproperlyConfigured(f"SECKILL_THROTTLE_RATE: expected N/s, N/m, N/h or 0, got {raw!r}") from None
-    return n, max(1, _PERIODS_MS[unit] // n)
 
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
@@ -243,79 +211,6 @@ SECKILL_BENCH_ENDPOINTS = env_bool("SECKILL_BENCH_ENDPOINTS", False)
 # Demo users (seed_demo) exist only where a settings module allows them.
 SECKILL_DEMO_USERS = False
 
-# --- Celery over RabbitMQ ------------------------------------------------
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
-CELERY_TASK_SIGNING_KEY = os.environ.get("SECKILL_TASK_SIGNING_KEY", "")
-CELERY_QUEUE = os.environ.get("SECKILL_QUEUE", "seckill")
-CELERY_DEAD_LETTER_QUEUE = CELERY_QUEUE + ".dead"
-# Queue arguments can never change once a queue exists (RabbitMQ refuses the
-# declaration), so the task queue keeps the limit it was created with.
-CELERY_DELIVERY_LIMIT = env_int("SECKILL_DELIVERY_LIMIT", 5)
-SECKILL_CONFIRM_QUEUE = CELERY_QUEUE + ".confirm"
-# The bulk confirm consumer holds many messages at once; each worker crash
-# counts a delivery for every one of them, so its limit leaves room for a few.
-SECKILL_CONFIRM_DELIVERY_LIMIT = env_int("SECKILL_CONFIRM_DELIVERY_LIMIT", 20)
-_dead_letter_exchange = Exchange(CELERY_QUEUE + ".dlx", type="direct", durable=True)
-CELERY_TASK_QUEUES = [
-    Queue(
-        CELERY_QUEUE,
-        Exchange(CELERY_QUEUE, type="direct", durable=True),
-        routing_key=CELERY_QUEUE,
-        durable=True,
-        queue_arguments={
-            # Quorum queues count deliveries; past the limit RabbitMQ hands the
-            # message to the dead-letter exchange instead of looping forever.
-            "x-queue-type": "quorum",
-            "x-delivery-limit": CELERY_DELIVERY_LIMIT,
-            "x-dead-letter-exchange": _dead_letter_exchange.name,
-            "x-dead-letter-routing-key": CELERY_DEAD_LETTER_QUEUE,
-        },
-    ),
-]
-CELERY_DEAD_LETTER = Queue(
-    CELERY_DEAD_LETTER_QUEUE,
-    _dead_letter_exchange,
-    routing_key=CELERY_DEAD_LETTER_QUEUE,
-    durable=True,
-    queue_arguments={"x-queue-type": "quorum"},
-)
-CELERY_TASK_DEFAULT_QUEUE = CELERY_QUEUE
-CELERY_TASK_DEFAULT_EXCHANGE = CELERY_QUEUE
-CELERY_TASK_DEFAULT_ROUTING_KEY = CELERY_QUEUE
-CELERY_TASK_DEFAULT_DELIVERY_MODE = "persistent"
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
-# A task that raised is rejected without requeue, i.e. dead-lettered, not acked.
-CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = False
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
-# Large enough to fill a confirm batch (celery-batches flushes at 200 messages).
-CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("SECKILL_WORKER_PREFETCH", 64)
-# Threads, not prefork: a confirm task is a few Redis and MySQL round trips, and
-# prefork's per-task hand-off to a child process cost more CPU than the task.
-CELERY_WORKER_POOL = os.environ.get("SECKILL_WORKER_POOL", "threads")
-CELERY_WORKER_CONCURRENCY = env_int("SECKILL_WORKER_CONCURRENCY", 4)
-CELERY_TASK_IGNORE_RESULT = True
-CELERY_RESULT_BACKEND = None
-CELERY_TASK_SERIALIZER = "json"
-CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Every publisher waits for RabbitMQ's confirm, the purchase path included: the
-# benchmark measured no gain from skipping it on this hardware (README,
-# "Durability"). SECKILL_WEB_PUBLISH_CONFIRM=0 skips it on the purchase path,
-# leaving the in-flight record in Redis (and the orphan sweep) as the only
-# second copy until the broker has the message.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
-SECKILL_WEB_PUBLISH_CONFIRM = env_bool("SECKILL_WEB_PUBLISH_CONFIRM", True)
-CELERY_BROKER_CONNECTION_TIMEOUT = 2
-CELERY_TASK_PUBLISH_RETRY = True
-# Fail fast on the request path: a broken broker answers 503 within ~0.5 s.
-CELERY_TASK_PUBLISH_RETRY_POLICY = {
-    "max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.3,
-}
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
-CELERY_TIMEZONE = TIME_ZONE
-CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -326,9 +221,8 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}, "django.request": {"level": "ERROR"}},
 }
 
+# The task signing key: from the environment (production requires it; local
+# settings derive a development one when it is unset).
+SECKILL_TASK_SIGNING_KEY = os.environ.get("SECKILL_TASK_SIGNING_KEY", "")
 
-def derive_signing_key(secret: str, explicit: str) -> str:
-    """The task HMAC key: explicit if given, else derived from the Django secret."""
-    if explicit:
-        return explicit
-    return hashlib.sha256(("seckill-task-signing:" + secret).encode()).hexdigest()
+from .celery import *  # noqa: E402,F401,F403  (the Celery and RabbitMQ layout)

@@ -1,10 +1,10 @@
 """Developer machine and the one-command demo: loopback servers, a fixed dev
 secret, demo users."""
 from .base import *  # noqa: F401,F403
-from .base import derive_signing_key
+from .env import derive_signing_key
 
 SECRET_KEY = SECRET_KEY or "dev-only-insecure-secret-key-change-me"  # noqa: F405
-CELERY_TASK_SIGNING_KEY = derive_signing_key(SECRET_KEY, CELERY_TASK_SIGNING_KEY)  # noqa: F405
+SECKILL_TASK_SIGNING_KEY = SECKILL_TASK_SIGNING_KEY or derive_signing_key(SECRET_KEY)  # noqa: F405
 # seed_demo may create the demo users (ops/ops, support/support, a demo buyer)
 # and an admin with the default password; nowhere else.
 SECKILL_DEMO_USERS = True

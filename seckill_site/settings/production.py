@@ -5,7 +5,7 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F401,F403
-from .base import env_bool, env_int
+from .env import env_bool, env_int
 
 REQUIRED = ("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")
 _missing = [name for name in REQUIRED if not os.environ.get(name, "").strip()]
@@ -14,8 +14,7 @@ if _missing:
                                f"(README, 'Deploying'); nothing falls back to a default here.")
 if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith(("dev-only", "django-insecure")):  # noqa: F405
     raise ImproperlyConfigured("DJANGO_SECRET_KEY must be a real secret of 50 or more characters.")
-CELERY_TASK_SIGNING_KEY = os.environ["SECKILL_TASK_SIGNING_KEY"]
-if len(CELERY_TASK_SIGNING_KEY) < 32 or CELERY_TASK_SIGNING_KEY == SECRET_KEY:  # noqa: F405
+if len(SECKILL_TASK_SIGNING_KEY) < 32 or SECKILL_TASK_SIGNING_KEY == SECRET_KEY:  # noqa: F405
     raise ImproperlyConfigured("SECKILL_TASK_SIGNING_KEY must be a secret of 32 or more characters, "
                                "other than DJANGO_SECRET_KEY.")
 if "guest:guest@" in CELERY_BROKER_URL:  # noqa: F405

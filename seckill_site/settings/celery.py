@@ -1,0 +1,80 @@
+"""Celery over RabbitMQ: the queues, their arguments, and how tasks travel.
+Part of every settings module (imported at the end of base)."""
+from __future__ import annotations
+
+import os
+
+from kombu import Exchange, Queue
+
+from .env import env_bool, env_int
+
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
+CELERY_QUEUE = os.environ.get("SECKILL_QUEUE", "seckill")
+CELERY_DEAD_LETTER_QUEUE = CELERY_QUEUE + ".dead"
+# Queue arguments can never change once a queue exists (RabbitMQ refuses the
+# declaration), so the task queue keeps the limit it was created with.
+CELERY_DELIVERY_LIMIT = env_int("SECKILL_DELIVERY_LIMIT", 5)
+SECKILL_CONFIRM_QUEUE = CELERY_QUEUE + ".confirm"
+# The bulk confirm consumer holds many messages at once; each worker crash
+# counts a delivery for every one of them, so its limit leaves room for a few.
+SECKILL_CONFIRM_DELIVERY_LIMIT = env_int("SECKILL_CONFIRM_DELIVERY_LIMIT", 20)
+_dead_letter_exchange = Exchange(CELERY_QUEUE + ".dlx", type="direct", durable=True)
+CELERY_TASK_QUEUES = [
+    Queue(
+        CELERY_QUEUE,
+        Exchange(CELERY_QUEUE, type="direct", durable=True),
+        routing_key=CELERY_QUEUE,
+        durable=True,
+        queue_arguments={
+            # Quorum queues count deliveries; past the limit RabbitMQ hands the
+            # message to the dead-letter exchange instead of looping forever.
+            "x-queue-type": "quorum",
+            "x-delivery-limit": CELERY_DELIVERY_LIMIT,
+            "x-dead-letter-exchange": _dead_letter_exchange.name,
+            "x-dead-letter-routing-key": CELERY_DEAD_LETTER_QUEUE,
+        },
+    ),
+]
+CELERY_DEAD_LETTER = Queue(
+    CELERY_DEAD_LETTER_QUEUE,
+    _dead_letter_exchange,
+    routing_key=CELERY_DEAD_LETTER_QUEUE,
+    durable=True,
+    queue_arguments={"x-queue-type": "quorum"},
+)
+CELERY_TASK_DEFAULT_QUEUE = CELERY_QUEUE
+CELERY_TASK_DEFAULT_EXCHANGE = CELERY_QUEUE
+CELERY_TASK_DEFAULT_ROUTING_KEY = CELERY_QUEUE
+CELERY_TASK_DEFAULT_DELIVERY_MODE = "persistent"
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A task that raised is rejected without requeue, i.e. dead-lettered, not acked.
+CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = False
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+# Celery's own consumer carries gives and sweeps only (confirms have their own
+# consumer): a small prefetch.
+CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("SECKILL_WORKER_PREFETCH", 4)
+# Threads, not prefork: a task is a few Redis and MySQL round trips, and
+# prefork's per-task hand-off to a child process cost more CPU than the task.
+CELERY_WORKER_POOL = os.environ.get("SECKILL_WORKER_POOL", "threads")
+CELERY_WORKER_CONCURRENCY = env_int("SECKILL_WORKER_CONCURRENCY", 4)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Every publisher waits for RabbitMQ's confirm, the purchase path included, so
+# an accepted reservation lives in two places before its 202 (DESIGN.md).
+# SECKILL_WEB_PUBLISH_CONFIRM=0 skips it on the purchase path (a measurement
+# only: the in-flight record in Redis is then the only copy for a moment).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}
+SECKILL_WEB_PUBLISH_CONFIRM = env_bool("SECKILL_WEB_PUBLISH_CONFIRM", True)
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_TASK_PUBLISH_RETRY = True
+# Fail fast on the request path: a broken broker answers 503 within ~0.5 s.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.3,
+}
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = os.environ.get("TIME_ZONE", "UTC")
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
