@@ -103,8 +103,10 @@ class Proc:
     def start(self) -> "Proc":
         self.log.parent.mkdir(parents=True, exist_ok=True)
         fh = open(self.log, "ab")
+        from benchmarks.harness import die_with_parent
+
         self.popen = subprocess.Popen(self.args, env=self.env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
-                                      start_new_session=True)
+                                      start_new_session=True, preexec_fn=die_with_parent())
         return self
 
     def stop(self, sig: int = 15) -> None:
@@ -148,11 +150,27 @@ def start_worker(env: dict[str, str], *, concurrency: int = 2, name: str | None 
     return proc
 
 
+_session_workers: list[Proc] = []
+
+
 @pytest.fixture(scope="session")
 def worker(process_env):
     proc = start_worker(process_env, name="session")
+    _session_workers.append(proc)
     yield proc
     proc.stop()
+
+
+@pytest.fixture
+def no_worker():
+    """No worker runs during the test (one started by earlier tests is stopped,
+    then started again): the test plays the worker's part itself."""
+    stopped = [w for w in _session_workers if w.popen and w.popen.poll() is None]
+    for w in stopped:
+        w.stop()
+    yield
+    for w in stopped:
+        w.restart()
 
 
 def free_port() -> int:
@@ -492,10 +510,19 @@ def confirmed(order_id: str) -> None:
                what=f"order {order_id} confirmed")
 
 
+def moves_applied(sku_id: str) -> None:
+    """Until the mover applied every pay, cancel and expiry of the SKU to its row."""
+    from orders.selectors import moves_pending
+
+    wait_until(lambda: moves_pending(sku_ids=[sku_id]) == 0, what="order moves applied")
+
+
 def gives_applied(sku_id: str) -> None:
-    """Until every give of the SKU reached Redis (log rows success, outbox sent)."""
+    """Until every move of the SKU reached its row and every give reached Redis
+    (log rows success, outbox sent)."""
     from inventory.models import InventoryLog, OutboxMessage
 
+    moves_applied(sku_id)
     wait_until(lambda: not InventoryLog.objects.filter(sku_id=sku_id, status="pending")
                .exclude(operation="DECR").exists()
                and not OutboxMessage.objects.filter(sku_id=sku_id, sent_at__isnull=True).exists(),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from rest_framework import exceptions
-from rest_framework.authentication import TokenAuthentication, get_authorization_header
+from rest_framework.authentication import TokenAuthentication
 
 from accounts import token_cache
 
@@ -54,57 +54,69 @@ class Throttled(exceptions.Throttled):
     default_detail = "Too many requests."
 
 
-def client_address(request) -> str:
-    return request.META.get("REMOTE_ADDR") or "unknown"
+def authenticate_request(meta: dict, *, purchase: bool) -> tuple[CachedUser, TokenInfo] | None:
+    """The token of a request's headers (WSGI `META`): its user and what its
+    Idempotency-Key made, in one Redis round trip; a purchase also spends from
+    the user's budget. None without an Authorization header of this scheme.
+    Raises AuthenticationFailed or Throttled."""
+    auth = get_authorization_header_of(meta).split()
+    if not auth or auth[0].lower() != b"token":
+        return None
+    if len(auth) != 2:
+        raise exceptions.AuthenticationFailed("Invalid token header.")
+    try:
+        token = auth[1].decode()
+    except UnicodeError:
+        raise exceptions.AuthenticationFailed("Invalid token header.") from None
+    if not token or len(token) > 64 or not token.isascii():
+        raise exceptions.AuthenticationFailed("Invalid token.")
+    idem = meta.get("HTTP_IDEMPOTENCY_KEY") or None
+    if idem is not None and not (1 <= len(idem) <= 64):
+        idem = None
+    bucket, every_ms = settings.SECKILL_THROTTLE if purchase else (0, 0)
+    found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
+    if found.user_blob is None:
+        _load_from_mysql(token, meta.get("REMOTE_ADDR") or "unknown")
+        found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
+    if found.user_blob in (None, "-"):
+        raise exceptions.AuthenticationFailed("Invalid token.")
+    user = CachedUser.from_blob(found.user_blob)
+    if not user.is_active:
+        raise exceptions.AuthenticationFailed("User inactive or deleted.")
+    if found.wait_ms:
+        raise Throttled(wait=max(1, math.ceil(found.wait_ms / 1000)))
+    return user, TokenInfo(key=token, prior=found.prior)
+
+
+def get_authorization_header_of(meta: dict) -> bytes:
+    header = meta.get("HTTP_AUTHORIZATION", b"")
+    return header.encode("iso-8859-1") if isinstance(header, str) else header
+
+
+def _load_from_mysql(token: str, client: str) -> None:
+    """A token Redis does not hold. Unknown tokens write nothing per token;
+    their client address is counted, and past its limit is refused before
+    MySQL is asked."""
+    from rest_framework.authtoken.models import Token
+
+    limit = settings.SECKILL_AUTH_FAILURES_PER_MINUTE
+    if limit and token_cache.auth_failures(client=client) >= limit:
+        raise Throttled(wait=token_cache.AUTH_FAILURE_WINDOW_SECONDS,
+                        detail="Too many failed authentications from this address.")
+    row = Token.objects.select_related("user").filter(key=token).first()
+    if row is None:
+        token_cache.auth_failure_count(client=client)
+        raise exceptions.AuthenticationFailed("Invalid token.")
+    token_cache.token_fill(token=token, user_blob=user_blob(row.user))
 
 
 class CachedTokenAuthentication(TokenAuthentication):
+    """DRF's view of `authenticate_request`: views that set `purchase_throttle`
+    spend from the user's purchase budget on POST."""
+
     keyword = "Token"
 
     def authenticate(self, request):
-        auth = get_authorization_header(request).split()
-        if not auth or auth[0].lower() != self.keyword.lower().encode():
-            return None
-        if len(auth) != 2:
-            raise exceptions.AuthenticationFailed("Invalid token header.")
-        try:
-            token = auth[1].decode()
-        except UnicodeError:
-            raise exceptions.AuthenticationFailed("Invalid token header.") from None
-        if not token or len(token) > 64 or not token.isascii():
-            raise exceptions.AuthenticationFailed("Invalid token.")
-        idem = request.META.get("HTTP_IDEMPOTENCY_KEY") or None
-        if idem is not None and not (1 <= len(idem) <= 64):
-            idem = None
         view = (request.parser_context or {}).get("view")
-        bucket, every_ms = (settings.SECKILL_THROTTLE if request.method == "POST"
-                            and getattr(view, "purchase_throttle", False) else (0, 0))
-        found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
-        if found.user_blob is None:
-            self._load_from_mysql(token, client_address(request))
-            found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
-        if found.user_blob in (None, "-"):
-            raise exceptions.AuthenticationFailed("Invalid token.")
-        user = CachedUser.from_blob(found.user_blob)
-        if not user.is_active:
-            raise exceptions.AuthenticationFailed("User inactive or deleted.")
-        if found.wait_ms:
-            raise Throttled(wait=max(1, math.ceil(found.wait_ms / 1000)))
-        return user, TokenInfo(key=token, prior=found.prior)
-
-    @staticmethod
-    def _load_from_mysql(token: str, client: str) -> None:
-        """A token Redis does not hold. Unknown tokens write nothing per token;
-        their client address is counted, and past its limit is refused before
-        MySQL is asked."""
-        from rest_framework.authtoken.models import Token
-
-        limit = settings.SECKILL_AUTH_FAILURES_PER_MINUTE
-        if limit and token_cache.auth_failures(client=client) >= limit:
-            raise Throttled(wait=token_cache.AUTH_FAILURE_WINDOW_SECONDS,
-                            detail="Too many failed authentications from this address.")
-        row = Token.objects.select_related("user").filter(key=token).first()
-        if row is None:
-            token_cache.auth_failure_count(client=client)
-            raise exceptions.AuthenticationFailed("Invalid token.")
-        token_cache.token_fill(token=token, user_blob=user_blob(row.user))
+        purchase = request.method == "POST" and getattr(view, "purchase_throttle", False)
+        return authenticate_request(request.META, purchase=purchase)

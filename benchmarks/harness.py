@@ -120,6 +120,24 @@ def web_statements() -> int:
 
 # --- processes ----------------------------------------------------------------------
 
+def _pdeathsig() -> None:
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def die_with_parent():
+    """A Popen `preexec_fn`: the child gets SIGTERM when the run that started
+    it dies (Linux), so a run killed by a timeout leaves no gunicorn or worker
+    behind consuming the next run's queues. Linux ties this to the starting
+    thread, so a process started from another thread (a fault restarting a
+    worker) is left alone: it gets None."""
+    import threading
+
+    return _pdeathsig if threading.current_thread() is threading.main_thread() else None
+
+
 class Server:
     def __init__(self, args: list[str], env: dict[str, str], log: str):
         (ROOT / "var").mkdir(exist_ok=True)
@@ -130,7 +148,7 @@ class Server:
     def start(self) -> "Server":
         self.log = open(ROOT / "var" / self.log_name, "ab")
         self.p = subprocess.Popen(self.args, env=self.env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
+                                  start_new_session=True, preexec_fn=die_with_parent())
         return self
 
     @property

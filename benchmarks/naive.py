@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from core.errors import LimitReached, SaleNotActive, SkuNotFound, SoldOut
 from inventory.models import InventoryLog, Sku
 from core.retry import with_mysql_retry
-from orders.api.views import idempotency_key_of, validated_order_input
+from orders.api.input import idempotency_key_of, order_input
 from orders.models import Order
 
 
@@ -55,10 +55,10 @@ def naive_order_place(*, user_id: int, sku_id: str, quantity: int, idempotency_k
 
 class NaiveOrderView(APIView):
     def post(self, request):
-        data = validated_order_input(request)
-        key = idempotency_key_of(request)
+        sku_id, quantity = order_input(request.data)
+        key = idempotency_key_of(request.META)
         order_id = with_mysql_retry(lambda: naive_order_place(
-            user_id=request.user.id, sku_id=data["sku_id"], quantity=data["quantity"], idempotency_key=key))
+            user_id=request.user.id, sku_id=sku_id, quantity=quantity, idempotency_key=key))
         return Response({"order_id": order_id, "status": "PENDING_PAYMENT"}, status=202)
 
 

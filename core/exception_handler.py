@@ -35,28 +35,42 @@ _DRF_CODES = {
 STORE_ERRORS = (DatabaseError, RedisError, BrokerError, ConnectionError, TimeoutError)
 
 
-def api_exception_handler(exc, context):
+def error_response(exc: Exception) -> tuple[int, dict, dict[str, str]]:
+    """(status, body, headers) for any exception an API call can raise: the one
+    mapping both DRF views and the lean handlers (orders.api.lean) use."""
     if isinstance(exc, DomainError):
-        body = {"code": exc.code, "detail": exc.detail, **exc.extra()}
         # The data goes to the log too: at debug for the refusals a sale makes by
         # the thousand (sold out, limit), as a warning for a store being down.
         logger.log(logging.WARNING if exc.http_status >= 500 else logging.DEBUG, "%s %s: %s %s",
                    exc.http_status, exc.code, exc.detail, exc.data or "")
-        return Response(body, status=exc.http_status)
+        return exc.http_status, {"code": exc.code, "detail": exc.detail, **exc.extra()}, {}
     if isinstance(exc, Http404):
-        return Response({"code": "not_found", "detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
-    response = exception_handler(exc, context)
+        return 404, {"code": "not_found", "detail": "Not found."}, {}
+    if isinstance(exc, exceptions.APIException):
+        code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "error")
+        headers = {}
+        if getattr(exc, "wait", None):
+            headers["Retry-After"] = "%d" % exc.wait
+        if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
+            headers["WWW-Authenticate"] = "Token"
+            return 401, {"code": code, "detail": str(exc.detail)}, headers
+        if isinstance(exc, exceptions.ValidationError):
+            return 400, {"code": "invalid", "detail": "Invalid input.", "errors": exc.detail}, {}
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        return exc.status_code, {"code": code, "detail": detail}, headers
+    if isinstance(exc, STORE_ERRORS):
+        logger.warning("a store is unavailable: %r", exc)
+        return 503, {"code": "unavailable", "detail": "A backing service is unavailable; nothing was taken."}, {}
+    logger.exception("unhandled API error", exc_info=exc)
+    return 500, {"code": "internal_error", "detail": "Internal error."}, {}
+
+
+def api_exception_handler(exc, context):
+    response = exception_handler(exc, context)  # DRF's own bookkeeping (e.g. aborting a transaction)
+    status_code, body, headers = error_response(exc)
     if response is None:
-        if isinstance(exc, STORE_ERRORS):
-            logger.warning("a store is unavailable: %r", exc)
-            return Response({"code": "unavailable", "detail": "A backing service is unavailable; nothing was taken."},
-                            status=status.HTTP_503_SERVICE_UNAVAILABLE)
-        logger.exception("unhandled API error", exc_info=exc)
-        return Response({"code": "internal_error", "detail": "Internal error."},
-                        status=status.HTTP_500_INTERNAL_SERVER_ERROR)
-    code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "error")
-    if isinstance(exc, exceptions.ValidationError):
-        return Response({"code": "invalid", "detail": "Invalid input.", "errors": exc.detail}, status=400)
-    detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-    response.data = {"code": code, "detail": detail}
+        response = Response(status=status_code)
+    response.status_code, response.data = status_code, body
+    for name, value in headers.items():
+        response[name] = value
     return response

@@ -14,7 +14,7 @@ from django.utils import timezone
 from inventory import redis_store, selectors
 from inventory.services import skus, stock
 from core.errors import DomainError
-from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, OutboxMessage, Sku
+from inventory.models import DeadLetter, InventoryLog, OutboxMessage, Sku
 
 MOVE_STOCK = "inventory.move_stock"
 BUCKETS = ("total_stock", "available_stock", "frozen_stock", "locked_stock", "sold_stock")
@@ -193,12 +193,6 @@ class InventoryLogAdmin(ReadOnlyAdmin):
     list_filter = ("operation", "status", "sku", "created_at")
     search_fields = ("order_id", "op_id")
     date_hierarchy = "created_at"
-
-
-@admin.register(ConsumerDedup)
-class ConsumerDedupAdmin(ReadOnlyAdmin):
-    list_display = ("business_id", "operation", "created_at")
-    search_fields = ("business_id",)
 
 
 @admin.register(DeadLetter)

@@ -29,6 +29,7 @@ KIND_HEADER = "x-seckill-kind"
 FORMAT_VERSION = 1
 
 GIVE_TASK = "inventory.tasks.stock_give_task"
+GIVES_TASK = "inventory.tasks.stock_gives_task"
 
 
 # --- Queues ---------------------------------------------------------------------
@@ -149,11 +150,89 @@ def _send(body: bytes, headers: dict[str, str], *, deadline: float, confirm: boo
                 raise
 
 
+@dataclass
+class _Waiting:
+    reservation: Reservation
+    deadline: float
+    done: threading.Event
+    error: BaseException | None = None
+
+
+class _GroupPublisher:
+    """The purchase path's publishes of one process, sent together.
+
+    A request hands its reservation over and waits. One thread per process
+    publishes whatever has gathered as one message (up to
+    SECKILL_MESSAGE_CHUNK reservations), waits for the broker's confirm, and
+    wakes every request of the message; what arrives meanwhile goes in the next
+    one. Nothing waits on purpose: under light load a message carries one
+    reservation, under a sale's load many, so the broker, the confirm consumer
+    and the web spend per message, not per click (README, "The selling
+    phase"). Each request keeps its own budget: one that gives up waiting
+    undoes its own reservation exactly as after a failed publish, and a copy
+    of it published after all is refused by the confirm (its log row says
+    released)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ready = threading.Condition(self.lock)
+        self.waiting: list[_Waiting] = []
+        self.pid = 0
+        self.messages = self.reservations = 0
+
+    def publish(self, reservation: Reservation, *, deadline: float) -> None:
+        entry = _Waiting(reservation, deadline, threading.Event())
+        with self.lock:
+            self._running()
+            self.waiting.append(entry)
+            self.ready.notify()
+        if not entry.done.wait(max(0.0, deadline - time.monotonic())):
+            raise TimeoutError("publish not confirmed within the budget")
+        if entry.error is not None:
+            raise entry.error
+
+    def _running(self) -> None:
+        import os
+
+        if self.pid != os.getpid():  # first use in this process (gunicorn forks its workers)
+            self.pid = os.getpid()
+            self.waiting = []
+            threading.Thread(target=self._loop, name="confirm-publisher", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            with self.lock:
+                while not self.waiting:
+                    self.ready.wait()
+                chunk = settings.SECKILL_MESSAGE_CHUNK
+                batch, self.waiting = self.waiting[:chunk], self.waiting[chunk:]
+            now = time.monotonic()
+            live = [w for w in batch if w.deadline > now]
+            late = [w for w in batch if w.deadline <= now]  # their requests have given up
+            try:
+                if live:
+                    body, headers = confirm_encode([w.reservation for w in live])
+                    _send(body, headers, deadline=min(w.deadline for w in live),
+                          confirm=settings.SECKILL_WEB_PUBLISH_CONFIRM)
+                    self.messages += 1
+                    self.reservations += len(live)
+            except BaseException as exc:  # noqa: BLE001 - every waiter hears of it
+                for w in live:
+                    w.error = exc
+            for w in late:
+                w.error = TimeoutError("publish budget spent before the message left")
+            for w in batch:
+                w.done.set()
+
+
+_group = _GroupPublisher()
+
+
 def publish_confirm(reservation: Reservation, *, deadline: float) -> None:
-    """The purchase path's publish: one reservation, confirmed by the broker
-    before `deadline` (time.monotonic)."""
-    body, headers = confirm_encode([reservation])
-    _send(body, headers, deadline=deadline, confirm=settings.SECKILL_WEB_PUBLISH_CONFIRM)
+    """The purchase path's publish: the reservation is in a message the broker
+    confirmed before `deadline` (time.monotonic) when this returns; raises
+    otherwise (then the message may or may not exist)."""
+    _group.publish(reservation, deadline=deadline)
 
 
 def publish_confirms(reservations: Sequence[Reservation]) -> int:
@@ -166,6 +245,14 @@ def publish_confirms(reservations: Sequence[Reservation]) -> int:
         _send(body, headers, deadline=time.monotonic() + PUBLISH_TIMEOUT_S)
         sent += 1
     return sent
+
+
+def publish_gives(payloads: list[dict]) -> str:
+    """Several gives for Redis in one signed Celery task message. Returns the task id."""
+    from celery import current_app
+
+    body = {"gives": payloads}
+    return current_app.send_task(GIVES_TASK, args=[body, signing.sign(body)]).id
 
 
 def publish_give(payload: dict) -> str:

@@ -110,32 +110,6 @@ GIVE_OPERATIONS = (InventoryLog.Operation.INCR, InventoryLog.Operation.UNFREEZE,
                    InventoryLog.Operation.RESTOCK, InventoryLog.Operation.WRITE_OFF)
 
 
-class ConsumerDedup(models.Model):
-    """A message's business effect, recorded in the same transaction as the effect.
-
-    At-least-once delivery becomes exactly-once effect: a redelivered message
-    finds its id here and changes nothing.
-    """
-
-    # The confirm and the undo of a reservation share one id, so of the two
-    # exactly one can ever be recorded.
-    CONFIRMED, RELEASED = "confirm", "released"
-
-    business_id = models.CharField(max_length=128, unique=True)
-    operation = models.CharField(max_length=32)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        verbose_name = "consumer dedup record"
-
-    def __str__(self) -> str:
-        return self.business_id
-
-    @staticmethod
-    def confirm_id(order_id: str) -> str:
-        return f"{order_id}:confirm"
-
-
 class DeadLetter(models.Model):
     """A message that was refused or kept failing: kept for ops, never retried by itself."""
 

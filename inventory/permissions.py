@@ -7,7 +7,7 @@ superusers) reach the admin.
 from __future__ import annotations
 
 VIEW_MODELS = [
-    ("inventory", "sku"), ("inventory", "inventorylog"), ("inventory", "consumerdedup"),
+    ("inventory", "sku"), ("inventory", "inventorylog"),
     ("inventory", "deadletter"), ("inventory", "outboxmessage"), ("orders", "order"),
     ("django_celery_beat", "periodictask"), ("django_celery_beat", "intervalschedule"),
     ("django_celery_beat", "crontabschedule"), ("admin", "logentry"),

@@ -37,6 +37,22 @@ def stock_give_task(payload: dict, signature: str) -> str:
     return outcome.name.lower()
 
 
+@shared_task(name="inventory.tasks.stock_gives_task", acks_late=True, reject_on_worker_lost=True)
+def stock_gives_task(body: dict, signature: str) -> dict:
+    """Apply a list of gives to Redis (MySQL already committed them)."""
+    try:
+        gives_list = signing.verify(body, signature)["gives"]
+    except (signing.BadSignature, KeyError) as exc:
+        logger.error("refused gives message: %s", exc)
+        gives.dead_letter_record(task_name="stock_gives", payload={"args": [body, signature]},
+                                 reason=f"refused: {exc}")
+        return {"refused": 1}
+    try:
+        return until_done(lambda: gives.stock_gives_apply(gives=gives_list), attempts=8, what="gives")
+    except gives.GiveDeferred:
+        return {"deferred": 1}  # left pending: the resend sweep sends them again
+
+
 @shared_task(name="inventory.tasks.outbox_relay_task", expires=60)
 def outbox_relay_task() -> dict:
     """Beat: send outbox rows the after-commit relay did not (process died,

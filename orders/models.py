@@ -18,6 +18,20 @@ class Order(models.Model):
 
     FINAL_STATUSES = (Status.PAID, Status.CANCELLED, Status.EXPIRED, Status.FAILED)
 
+    class Bucket(models.TextChoices):
+        """Where the SKU row counts this order's units. Pay, cancel and expiry
+        decide on the order row at once; the mover (orders.movers) applies the
+        move to the SKU row later, in batches, and sets this."""
+
+        NONE = "none", "None (refused)"
+        LOCKED = "locked", "Locked"
+        SOLD = "sold", "Sold"
+        AVAILABLE = "available", "Given back"
+
+    # Orders whose units still sit in `locked` although their status says
+    # otherwise: the moves not yet applied to the SKU row.
+    MOVING_STATUSES = (Status.PAID, Status.CANCELLED, Status.EXPIRED)
+
     order_id = models.CharField(max_length=64, primary_key=True)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="seckill_orders")
     sku = models.ForeignKey("inventory.Sku", on_delete=models.PROTECT, related_name="orders")
@@ -29,6 +43,7 @@ class Order(models.Model):
     # MySQL must compare it exactly as Redis does.
     idempotency_key = models.CharField(max_length=64, null=True, blank=True, db_collation="utf8mb4_bin")
     failure_reason = models.CharField(max_length=64, blank=True, default="")
+    bucket = models.CharField(max_length=10, choices=Bucket.choices, default=Bucket.LOCKED)
     # The payment provider's id (unique): a webhook delivered twice pays once.
     payment_id = models.CharField(max_length=128, null=True, blank=True, unique=True, db_collation="utf8mb4_bin")
     created_at = models.DateTimeField(help_text="When Redis accepted the reservation.")
@@ -48,6 +63,8 @@ class Order(models.Model):
             # read a SKU's recent orders (its idempotency records).
             models.Index(fields=["sku", "user", "status"], name="order_sku_user"),
             models.Index(fields=["sku", "created_at"], name="order_sku_time"),
+            # The mover finds the moves not yet applied: bucket locked, status final.
+            models.Index(fields=["bucket", "status", "sku"], name="order_moves"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["user", "idempotency_key"], name="order_one_per_user_key"),

@@ -1,6 +1,7 @@
 """Order reads: MySQL for confirmed orders, Redis for those still in flight."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone as dt_timezone
@@ -10,6 +11,7 @@ from django.db.models import QuerySet, Sum
 from django.utils import timezone
 
 from accounts import token_cache
+from core import db
 from inventory import redis_store
 from inventory.services.skus import Holdings
 from orders.models import Order
@@ -32,13 +34,16 @@ class OrderView:
 
     @classmethod
     def of(cls, o: Order) -> "OrderView":
-        return cls(o.order_id, o.sku_id, o.quantity, o.status, o.created_at, o.expires_at,
-                   o.confirmed_at, o.paid_at, o.closed_at, o.failure_reason)
+        return cls(*(getattr(o, name) for name in VIEW_FIELDS))
 
     @classmethod
     def processing(cls, r: redis_store.Reservation) -> "OrderView":
         return cls(order_id=r.order_id, sku_id=r.sku_id, quantity=r.quantity, status=Order.Status.PROCESSING,
                    created_at=datetime.fromtimestamp(r.reserved_ms / 1000, tz=dt_timezone.utc), expires_at=None)
+
+
+VIEW_FIELDS = ("order_id", "sku_id", "quantity", "status", "created_at", "expires_at", "confirmed_at", "paid_at",
+               "closed_at", "failure_reason")
 
 
 def _in_flight(*, user_id: int, token: str, order_ids: set[str] | None = None) -> list[redis_store.Reservation]:
@@ -50,19 +55,32 @@ def _in_flight(*, user_id: int, token: str, order_ids: set[str] | None = None) -
     return [r for r in redis_store.inflight_find(candidates=candidates) if r.user_id == user_id]
 
 
+@functools.cache
+def _stored_sql() -> str:
+    return (f"SELECT {', '.join(db.columns(Order, VIEW_FIELDS))} FROM {db.table(Order)} "
+            f"WHERE {db.columns(Order, ['order_id'])[0]} = %s AND {db.columns(Order, ['user'])[0]} = %s")
+
+
+def order_stored(*, user_id: int, order_id: str) -> OrderView | None:
+    """The user's order as MySQL has it, or None. On the path of every pay and
+    cancel, so one statement compiled once (core.db)."""
+    row = db.fetch_one(_stored_sql(), [order_id, user_id])
+    return OrderView(*row) if row is not None else None
+
+
 def order_get(*, user_id: int, token: str, order_id: str) -> OrderView | None:
     """The caller's order, or None (also for another user's order)."""
     if not ORDER_ID_RE.match(order_id):
         return None
-    row = Order.objects.filter(pk=order_id, user_id=user_id).first()
-    if row is not None:
-        return OrderView.of(row)
+    stored = order_stored(user_id=user_id, order_id=order_id)
+    if stored is not None:
+        return stored
     found = _in_flight(user_id=user_id, token=token, order_ids={order_id})
     # The confirm commits in MySQL and then settles Redis: it may have done
     # both between the two reads.
-    row = Order.objects.filter(pk=order_id, user_id=user_id).first()
-    if row is not None:
-        return OrderView.of(row)
+    stored = order_stored(user_id=user_id, order_id=order_id)
+    if stored is not None:
+        return stored
     return OrderView.processing(found[0]) if found else None
 
 
@@ -99,3 +117,16 @@ def sku_holdings(sku_id: str) -> Holdings:
         buyers={row["user_id"]: row["units"] for row in held if row["units"]},
         idempotency={f"{u}:{k}": (f"{oid}|{q}", int(created.timestamp() * 1000)) for u, k, oid, q, created in keyed},
     )
+
+
+def skus_with_moves(*, limit: int = 100) -> list[str]:
+    """SKUs with order moves decided but not applied to their row yet."""
+    # order_by(): the model's default ordering would make DISTINCT run over
+    # (sku, created_at, order_id), one row per order instead of per SKU.
+    return list(Order.objects.filter(bucket=Order.Bucket.LOCKED, status__in=Order.MOVING_STATUSES)
+                .order_by().values_list("sku_id", flat=True).distinct()[:limit])
+
+
+def moves_pending(*, sku_ids: list[str]) -> int:
+    return Order.objects.filter(sku_id__in=sku_ids, bucket=Order.Bucket.LOCKED,
+                                status__in=Order.MOVING_STATUSES).count()

@@ -9,8 +9,10 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "seckill_site.settings.local")
 app = Celery("seckill_site")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-# The confirm consumer runs inside every worker, beside Celery's own consumer.
+# The confirm consumer and the bucket mover run inside every worker, beside
+# Celery's own consumer.
 app.steps["worker"].add("orders.consumers:ConfirmConsumerStep")
+app.steps["worker"].add("orders.movers:BucketMoverStep")
 
 
 @worker_init.connect

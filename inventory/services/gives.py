@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Sequence
 
 from django.db import OperationalError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from inventory import messages, redis_store
@@ -33,8 +36,40 @@ def stock_give_record(*, sku_id: str, quantity: int, op_id: str, user_id: int | 
     return message
 
 
-def outbox_relay(*, ids: list[int] | None = None, older_than_s: float = 0, limit: int = 500) -> int:
-    """Publish unsent outbox rows (confirmed) and mark them sent. Returns how many.
+@dataclass(frozen=True)
+class GiveRecord:
+    op_id: str
+    quantity: int
+    user_id: int | None
+    order_id: str | None
+    reason: str
+    actor: str
+
+
+def stock_gives_record(*, sku_id: str, gives: Sequence[GiveRecord]) -> None:
+    """Many gives of one SKU (inside the caller's transaction, which already
+    moved the buckets): their INCR log rows and outbox rows in two inserts, and
+    one relay after commit."""
+    InventoryLog.objects.bulk_create([
+        InventoryLog(sku_id=sku_id, operation=InventoryLog.Operation.INCR, quantity=g.quantity, order_id=g.order_id,
+                     op_id=g.op_id, status=InventoryLog.Status.PENDING, reason=g.reason, actor=g.actor)
+        for g in gives])
+    OutboxMessage.objects.bulk_create([
+        OutboxMessage(topic=OutboxMessage.Topic.STOCK_GIVE, sku_id=sku_id, op_id=g.op_id,
+                      payload={"sku_id": sku_id, "op_id": g.op_id, "quantity": g.quantity, "user_id": g.user_id,
+                               "total_delta": 0, "frozen_delta": 0})
+        for g in gives])
+    ops = [g.op_id for g in gives]
+    transaction.on_commit(lambda: outbox_relay(op_ids=ops))
+
+
+RELAY_CHUNK = 100
+
+
+def outbox_relay(*, ids: list[int] | None = None, op_ids: list[str] | None = None, older_than_s: float = 0,
+                 limit: int = 2000) -> int:
+    """Publish unsent outbox rows, up to RELAY_CHUNK gives per message (each
+    confirmed), and mark them sent. Returns how many rows were sent.
 
     Rows are taken with SKIP LOCKED so two relays never send the same row at
     once; a row sent twice anyway (relay died after the publish) is harmless,
@@ -46,19 +81,22 @@ def outbox_relay(*, ids: list[int] | None = None, older_than_s: float = 0, limit
             rows = OutboxMessage.objects.select_for_update(skip_locked=True).filter(sent_at__isnull=True)
             if ids is not None:
                 rows = rows.filter(pk__in=ids)
+            if op_ids is not None:
+                rows = rows.filter(op_id__in=op_ids)
             if older_than_s:
                 rows = rows.filter(created_at__lte=timezone.now() - timedelta(seconds=older_than_s))
-            for row in rows.order_by("pk")[:limit]:
-                row.attempts += 1
+            taken = list(rows.order_by("pk")[:limit])
+            for i in range(0, len(taken), RELAY_CHUNK):
+                chunk = taken[i:i + RELAY_CHUNK]
                 try:
-                    messages.publish_give(row.payload)
+                    messages.publish_gives([row.payload for row in chunk])
                 except Exception as exc:
-                    logger.warning("outbox %s not sent: %r", row.op_id, exc)
-                    row.save(update_fields=["attempts"])
+                    logger.warning("outbox: %d give(s) not sent: %r", len(chunk), exc)
+                    OutboxMessage.objects.filter(pk__in=[r.pk for r in chunk]).update(attempts=F("attempts") + 1)
                     break
-                row.sent_at = timezone.now()
-                row.save(update_fields=["attempts", "sent_at"])
-                sent += 1
+                OutboxMessage.objects.filter(pk__in=[r.pk for r in chunk]).update(
+                    sent_at=timezone.now(), attempts=F("attempts") + 1)
+                sent += len(chunk)
     except OperationalError as exc:  # MySQL away: the beat sweep sends later
         logger.warning("outbox relay skipped: %r", exc)
     return sent
@@ -105,9 +143,49 @@ def stock_give_apply(*, sku_id: str, op_id: str, quantity: int, user_id: int | N
         if time.monotonic() >= deadline:
             raise GiveDeferred(f"no snapshot of {sku_id} for give {op_id}")
         time.sleep(0.2)
-    InventoryLog.objects.filter(op_id=op_id, operation__in=GIVE_OPERATIONS,
-                                status=InventoryLog.Status.PENDING).update(status=InventoryLog.Status.SUCCESS)
+    InventoryLog.objects.filter(op_id=op_id, operation__in=GIVE_OPERATIONS).update(
+        status=InventoryLog.Status.SUCCESS, updated_at=timezone.now())
     return outcome
+
+
+def stock_gives_apply(*, gives: Sequence[dict], wait_s: float = 5.0) -> dict[str, int]:
+    """Apply a list of gives (one message of the relay): each as
+    `stock_give_apply` does, those already done skipped with one read, the log
+    rows marked success with one update per SKU. Returns counts by outcome;
+    raises GiveDeferred (after applying what it could) when a SKU has no
+    snapshot: the rest are left pending for the resend sweep."""
+    ops = [g["op_id"] for g in gives]
+    done = {op for op, st in InventoryLog.objects.filter(op_id__in=ops, operation__in=GIVE_OPERATIONS)
+            .values_list("op_id", "status") if st == InventoryLog.Status.SUCCESS}
+    counts = {"already": len(done), "applied": 0, "deferred": 0}
+    finished: list[str] = []
+    deadline = time.monotonic() + wait_s
+    waiting = [g for g in gives if g["op_id"] not in done]
+    while waiting:
+        later = []
+        for g in waiting:
+            outcome = redis_store.give(sku_id=g["sku_id"], op_id=g["op_id"], quantity=int(g["quantity"]),
+                                       user_id=g.get("user_id"), total_delta=int(g.get("total_delta", 0)),
+                                       frozen_delta=int(g.get("frozen_delta", 0)))
+            if outcome is redis_store.Give.NOT_WARM:
+                later.append(g)
+            else:
+                finished.append(g["op_id"])
+                counts["applied" if outcome is redis_store.Give.APPLIED else "already"] += 1
+        waiting = later
+        if waiting and time.monotonic() < deadline:
+            time.sleep(0.2)
+        elif waiting:
+            counts["deferred"] = len(waiting)
+            break
+    if finished:
+        # By operation id only (its index): "pending" would steer MySQL to the
+        # status index, which every unpaid sale row fills during a sale.
+        InventoryLog.objects.filter(op_id__in=finished, operation__in=GIVE_OPERATIONS).update(
+            status=InventoryLog.Status.SUCCESS, updated_at=timezone.now())
+    if waiting:
+        raise GiveDeferred(f"{len(waiting)} give(s) found no snapshot")
+    return counts
 
 
 # --- Dead letters ------------------------------------------------------------------------

@@ -14,3 +14,9 @@ def skus_lock(*, sku_ids: Iterable[str]) -> dict[str, Sku]:
     shared-to-exclusive upgrades deadlocked under the pay/cancel/expiry race.)"""
     ids = sorted(set(sku_ids))
     return {s.sku_id: s for s in Sku.objects.select_for_update().filter(pk__in=ids).order_by("pk")}
+
+
+def skus_lock_nowait(*, sku_id: str) -> Sku | None:
+    """Lock one SKU row unless another transaction holds it (then None): for
+    work that any holder of the row will do anyway (the bucket mover)."""
+    return Sku.objects.select_for_update(skip_locked=True).filter(pk=sku_id).first()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
@@ -11,12 +12,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from core.db import bulk_insert
 from core.retry import with_mysql_retry
 from inventory import redis_store
 from core.errors import InvalidInput, SkuNotFound, StockActionRefused, StockRefused, Unavailable
-from inventory.models import ConsumerDedup, InventoryLog, Sku
+from inventory.models import InventoryLog, Sku
 from inventory.redis_store import Reservation
-from inventory.services.gives import stock_give_record
+from inventory.services.gives import GiveRecord, stock_give_record, stock_gives_record
 from inventory.services.locks import skus_lock
 from inventory.services.skus import stock_warm
 
@@ -29,39 +31,91 @@ def stock_confirm_take(*, sku: Sku, accepted: Sequence[Reservation],
                        refused: Sequence[tuple[Reservation, str]], now: datetime) -> None:
     """Inside the confirm's transaction, with the SKU row locked: accepted units
     move available -> locked with one conditional UPDATE; every reservation gets
-    its DECR log row (pending, or fail with the reason) and its dedup record."""
+    its DECR log row (pending, or fail with the reason). That row is unique per
+    order, so it also makes the confirm and an undo at the request
+    (`reservation_release_record`) exclude each other."""
     units = sum(r.quantity for r in accepted)
     if units:
         moved = Sku.objects.filter(pk=sku.sku_id, available_stock__gte=units).update(
             available_stock=F("available_stock") - units, locked_stock=F("locked_stock") + units, updated_at=now)
         if moved != 1:  # cannot happen while the caller holds the row lock
             raise RuntimeError(f"conditional stock update refused for {sku.sku_id}")
-    InventoryLog.objects.bulk_create(
-        [InventoryLog(sku_id=sku.sku_id, operation=InventoryLog.Operation.DECR, quantity=r.quantity,
-                      order_id=r.order_id, op_id=r.order_id, status=InventoryLog.Status.PENDING,
-                      reason="order confirmed", actor=f"user:{r.user_id}") for r in accepted]
-        + [InventoryLog(sku_id=sku.sku_id, operation=InventoryLog.Operation.DECR, quantity=r.quantity,
-                        order_id=r.order_id, op_id=r.order_id, status=InventoryLog.Status.FAIL,
-                        reason=f"refused by MySQL: {why}", actor=f"user:{r.user_id}") for r, why in refused]
-    )
-    ConsumerDedup.objects.bulk_create(
-        [ConsumerDedup(business_id=ConsumerDedup.confirm_id(r.order_id), operation=ConsumerDedup.CONFIRMED)
-         for r in [*accepted, *(r for r, _ in refused)]]
-    )
+    decr = InventoryLog.Operation.DECR
+    bulk_insert(InventoryLog, LOG_FIELDS,
+                [(sku.sku_id, decr, r.quantity, r.order_id, r.order_id, InventoryLog.Status.PENDING, "order confirmed",
+                  f"user:{r.user_id}", now, now) for r in accepted]
+                + [(sku.sku_id, decr, r.quantity, r.order_id, r.order_id, InventoryLog.Status.FAIL,
+                    f"refused by MySQL: {why}", f"user:{r.user_id}", now, now) for r, why in refused])
 
 
-def reservation_release_record(*, order_id: str) -> bool:
-    """The durable half of undoing a reservation whose publish failed: a record
-    that makes every later confirm of it refuse. Shares the confirm's unique
-    dedup id, so of the two exactly one wins. Returns False when the confirm
-    won (the order exists: the client is owed its 202)."""
+LOG_FIELDS = ("sku", "operation", "quantity", "order_id", "op_id", "status", "reason", "actor", "created_at",
+              "updated_at")
+
+
+@dataclass(frozen=True)
+class Sale:
+    order_id: str
+    quantity: int
+
+
+@dataclass(frozen=True)
+class Release:
+    order_id: str
+    quantity: int
+    user_id: int
+    reason: str
+    actor: str
+
+
+def stock_moves_apply(*, sku: Sku, sold: Sequence[Sale], released: Sequence[Release]) -> None:
+    """Inside the caller's transaction, with the SKU row locked: paid orders'
+    units move locked -> sold, given-back orders' locked -> available, in one
+    conditional UPDATE; the sale log rows become success (paid) or fail (given
+    back), and each give gets its INCR log row and outbox row (MySQL first:
+    Redis hears of it only through the outbox, after commit)."""
+    if not sold and not released:
+        return
+    now = timezone.now()
+    to_sold = sum(s.quantity for s in sold)
+    back = sum(r.quantity for r in released)
+    moved = Sku.objects.filter(pk=sku.sku_id, locked_stock__gte=to_sold + back).update(
+        locked_stock=F("locked_stock") - (to_sold + back), sold_stock=F("sold_stock") + to_sold,
+        available_stock=F("available_stock") + back, updated_at=now)
+    if moved != 1:
+        raise RuntimeError(f"locked stock of {sku.sku_id} below the moves being applied")
+    if sold:
+        InventoryLog.objects.filter(order_id__in=[s.order_id for s in sold], operation=InventoryLog.Operation.DECR
+                                    ).update(status=InventoryLog.Status.SUCCESS, updated_at=now)
+    for reason in {r.reason for r in released}:
+        InventoryLog.objects.filter(order_id__in=[r.order_id for r in released if r.reason == reason],
+                                    operation=InventoryLog.Operation.DECR).update(
+            status=InventoryLog.Status.FAIL, reason=reason, updated_at=now)
+    if released:
+        stock_gives_record(sku_id=sku.sku_id, gives=[
+            GiveRecord(op_id=f"{r.order_id}:release", quantity=r.quantity, user_id=r.user_id, order_id=r.order_id,
+                       reason=r.reason, actor=r.actor) for r in released])
+
+
+RELEASED_AT_REQUEST = "released at the request: its publish failed"
+
+
+def reservation_release_record(*, reservation: Reservation) -> bool:
+    """The durable half of undoing a reservation whose publish failed: its sale
+    log row, written as `fail`. The confirm writes the same row (unique per
+    order), so of the two exactly one wins, and a copy of the message the
+    broker delivers later is refused. Returns False when the confirm won (the
+    order exists: the client is owed its 202)."""
+    r = reservation
     try:
-        ConsumerDedup.objects.create(business_id=ConsumerDedup.confirm_id(order_id),
-                                     operation=ConsumerDedup.RELEASED)
+        with transaction.atomic():
+            InventoryLog.objects.create(
+                sku_id=r.sku_id, operation=InventoryLog.Operation.DECR, quantity=r.quantity, order_id=r.order_id,
+                op_id=r.order_id, status=InventoryLog.Status.FAIL, reason=RELEASED_AT_REQUEST,
+                actor=f"user:{r.user_id}")
         return True
     except IntegrityError:
-        existing = ConsumerDedup.objects.filter(business_id=ConsumerDedup.confirm_id(order_id)).first()
-        return existing is not None and existing.operation == ConsumerDedup.RELEASED
+        row = InventoryLog.objects.filter(order_id=r.order_id, operation=InventoryLog.Operation.DECR).first()
+        return row is not None and row.reason == RELEASED_AT_REQUEST
 
 
 # --- Ops moves --------------------------------------------------------------------------

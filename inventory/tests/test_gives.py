@@ -59,7 +59,7 @@ def test_a_give_that_finds_no_snapshot_is_retried_not_lost(make_sku, live_db):
     redis_store.redis().delete(keys.stock)  # Redis lost the SKU; a warm-up starts
     with transaction.atomic():
         snap = selectors.sku_snapshot(sku=skus_lock(sku_ids=[sku.sku_id])[sku.sku_id], holdings=Holdings())
-    with mock.patch("inventory.messages.publish_give"):  # the give's message is handled below, by hand
+    with mock.patch("inventory.messages.publish_gives"):  # the give's message is handled below, by hand
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
     with pytest.raises(gives.GiveDeferred):
         gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=3, user_id=None, total_delta=3, wait_s=0)
@@ -81,7 +81,7 @@ def test_lost_gives_are_marked_for_sending_again(make_sku, live_db):
     from inventory.models import InventoryLog
 
     sku = make_sku(stock=2)
-    with __import__("unittest").mock.patch("inventory.messages.publish_give"):
+    with __import__("unittest").mock.patch("inventory.messages.publish_gives"):
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=1, reason="more", actor="t")
     assert OutboxMessage.objects.get(op_id=op_id).sent_at is not None  # "sent", but lost on the way
     InventoryLog.objects.filter(op_id=op_id).update(created_at=timezone.now() - timedelta(minutes=5))

@@ -3,24 +3,15 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
-
-class StrictIntegerField(serializers.IntegerField):
-    """An integer in JSON, not a string, float or boolean that looks like one."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
+from orders.api.input import SKU_ID_MAX
 
 
 class OrderPlaceInput(serializers.Serializer):
-    sku_id = serializers.CharField(max_length=64, trim_whitespace=False)
-    quantity = StrictIntegerField(min_value=1, max_value=settings.SECKILL_MAX_QUANTITY)
+    """The purchase body, for the schema; the checks themselves are
+    orders.api.input.order_input."""
 
-    def validate_sku_id(self, value: str) -> str:
-        if not value or not value.isprintable() or value != value.strip():
-            raise serializers.ValidationError("sku_id must be a printable id without surrounding spaces.")
-        return value
+    sku_id = serializers.CharField(max_length=SKU_ID_MAX, help_text="Printable, no surrounding spaces.")
+    quantity = serializers.IntegerField(min_value=1, max_value=settings.SECKILL_MAX_QUANTITY)
 
 
 class OrderAccepted(serializers.Serializer):

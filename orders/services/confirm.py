@@ -17,6 +17,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from core import db
+from core.db import bulk_insert
 from core.retry import is_transient, until_done
 from inventory import redis_store, selectors as inventory_selectors
 from inventory.redis_store import Reservation
@@ -138,6 +140,12 @@ def _from_ms(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=dt_timezone.utc)
 
 
+def _known_sql(n: int) -> str:
+    # Asked by every batch with up to a thousand ids: no ORM compile (core.db).
+    cols = db.columns(Order, ["order_id", "status", "failure_reason"])
+    return f"SELECT {', '.join(cols)} FROM {db.table(Order)} WHERE {cols[0]} IN ({db.marks(n)})"
+
+
 def confirm_in_mysql(*, sku_id: str, batch: Sequence[Reservation]) -> Decision:
     """One transaction: lock the SKU row, read what the decision needs, write
     the orders, and move the buckets and the log through inventory."""
@@ -147,8 +155,7 @@ def confirm_in_mysql(*, sku_id: str, batch: Sequence[Reservation]) -> Decision:
         if sku is None:
             raise LookupError(f"SKU {sku_id} does not exist in MySQL")
         ids = [r.order_id for r in batch]
-        known = {oid: (st, why) for oid, st, why in
-                 Order.objects.filter(order_id__in=ids).values_list("order_id", "status", "failure_reason")}
+        known = {oid: (st, why) for oid, st, why in db.fetch_all(_known_sql(len(ids)), ids)}
         released = inventory_selectors.released_order_ids(order_ids=[i for i in ids if i not in known])
         fresh = [r for r in batch if r.order_id not in known and r.order_id not in released]
         users = {r.user_id for r in fresh}
@@ -169,22 +176,23 @@ def confirm_in_mysql(*, sku_id: str, batch: Sequence[Reservation]) -> Decision:
             return decision
         stock_confirm_take(sku=sku, accepted=decision.accepted, refused=decision.refused, now=now)
         expires_at = now + timedelta(seconds=settings.SECKILL_PAYMENT_TIMEOUT_SECONDS)
-        Order.objects.bulk_create(
-            [Order(order_id=r.order_id, user_id=r.user_id, sku_id=sku_id, quantity=r.quantity,
-                   status=Order.Status.PENDING_PAYMENT, idempotency_key=r.idempotency_key,
-                   created_at=_from_ms(r.reserved_ms), confirmed_at=now, expires_at=expires_at)
-             for r in decision.accepted]
-            + [Order(order_id=r.order_id, user_id=r.user_id, sku_id=sku_id, quantity=r.quantity,
-                     status=Order.Status.FAILED, failure_reason=why,
-                     # the key belongs to the other order already
-                     idempotency_key=None if why == KEY_REFUSAL else r.idempotency_key,
-                     created_at=_from_ms(r.reserved_ms), confirmed_at=now, closed_at=now)
-               for r, why in decision.refused]
-        )
+        bulk_insert(Order, ORDER_FIELDS,
+                    [(r.order_id, r.user_id, sku_id, r.quantity, Order.Status.PENDING_PAYMENT, r.idempotency_key, "",
+                      Order.Bucket.LOCKED, _from_ms(r.reserved_ms), now, expires_at, None, now)
+                     for r in decision.accepted]
+                    # a refusal keeps its key unless the key belongs to the other order already
+                    + [(r.order_id, r.user_id, sku_id, r.quantity, Order.Status.FAILED,
+                        None if why == KEY_REFUSAL else r.idempotency_key, why, Order.Bucket.NONE,
+                        _from_ms(r.reserved_ms), now, None, now, now)
+                       for r, why in decision.refused])
     if decision.refused:
         logger.warning("confirm of %s refused %d reservation(s): %s", sku_id, len(decision.refused),
                        [(r.order_id, why) for r, why in decision.refused[:20]])
     return decision
+
+
+ORDER_FIELDS = ("order_id", "user", "sku", "quantity", "status", "idempotency_key", "failure_reason", "bucket",
+                "created_at", "confirmed_at", "expires_at", "closed_at", "updated_at")
 
 
 @dataclass(frozen=True)

@@ -1,158 +1,144 @@
-"""The order life after the confirm: pay, cancel, expire.
+"""The order life after the confirm: pay, cancel, expire, and the bucket moves.
 
-Each is a conditional transition on the order row, taken under the SKU row lock
-and then the order row lock (the one order every path uses), so when they race
-exactly one wins and the others see its result.
+The one winner among pay, cancel and expiry is decided on the order row alone,
+by a conditional UPDATE (`... WHERE status = 'PENDING_PAYMENT'`): no SKU row
+lock, so payments never queue behind a hot row. What the decision means for the
+SKU's buckets (locked -> sold, or locked -> available plus a give to Redis) is
+applied later, in batches per SKU, by `order_moves_apply` (run by the mover in
+the worker). Invariant at every instant, per SKU: `locked` = the units of its
+orders whose `bucket` is locked (PENDING_PAYMENT, and PAID/CANCELLED/EXPIRED
+orders whose move is not applied yet), `sold` = PAID orders applied, and the
+CHECK total = available + frozen + locked + sold holds on the row.
 """
 from __future__ import annotations
 
+import functools
+import logging
+from dataclasses import dataclass
+
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils import timezone
 
-from core.retry import with_mysql_retry
+from core import db
 from core.errors import NotCancellable, NotPayable, OrderNotFound, PaymentIdReused
-from inventory.models import InventoryLog, Sku
-from inventory.services.gives import stock_give_record
-from inventory.services.locks import skus_lock
+from core.retry import with_mysql_retry
+from inventory.services.locks import skus_lock_nowait
+from inventory.services.stock import Release, Sale, stock_moves_apply
+from orders import selectors
 from orders.models import Order
+from orders.selectors import OrderView
 
-def _locked_order(*, user_id: int | None, order_id: str) -> Order | None:
-    """The order, locked (SKU row first, then the order row) if it may still
-    move; an order already final is returned as read, locking nothing, so a
-    refusal or a repeat costs no hot-row lock."""
-    head = Order.objects.filter(pk=order_id)
-    if user_id is not None:
-        head = head.filter(user_id=user_id)
-    seen = head.first()
-    if seen is None or seen.status != Order.Status.PENDING_PAYMENT:
-        return seen
-    skus_lock(sku_ids=[seen.sku_id])
-    return Order.objects.select_for_update().get(pk=order_id)
+logger = logging.getLogger(__name__)
 
 
-def _not_in_mysql(*, user_id: int, token: str | None, order_id: str, error: type[Exception]) -> Exception:
-    """An order still in flight exists but cannot move yet; anything else is 404."""
-    from orders import selectors
-
-    found = token is not None and selectors.order_get(user_id=user_id, token=token, order_id=order_id)
-    return error(status="PROCESSING") if found else OrderNotFound()
-
-
-def _lock_for_transition(*, user_id: int, token: str | None, order_id: str, target: str,
-                         error: type[Exception]) -> tuple[Order, bool]:
-    """Lock the caller's order for a move out of PENDING_PAYMENT to `target`.
-
-    Returns (order, already_there): an order already in `target` is answered
-    as it is (the call is harmless to repeat); any other state is refused.
-    """
-    order = _locked_order(user_id=user_id, order_id=order_id)
+def _outcome(*, user_id: int, token: str | None, order_id: str, won: int, wanted: str,
+             error: type[Exception]) -> OrderView:
+    """The order after a transition: it moved (or was already where the caller
+    wanted it: a harmless retry), or the refusal. An order still in flight
+    exists but cannot move yet; an unknown one (or another user's) is 404."""
+    order = selectors.order_stored(user_id=user_id, order_id=order_id)
     if order is None:
-        raise _not_in_mysql(user_id=user_id, token=token, order_id=order_id, error=error)
-    if order.status == target:
-        return order, True
-    if order.status != Order.Status.PENDING_PAYMENT:
-        raise error(status=order.status)
-    return order, False
+        found = token is not None and selectors.order_get(user_id=user_id, token=token, order_id=order_id)
+        raise error(status="PROCESSING") if found else OrderNotFound()
+    if won or order.status == wanted:
+        return order
+    raise error(status=order.status)
 
 
-def order_pay(*, user_id: int, order_id: str, payment_id: str | None = None, token: str | None = None) -> Order:
-    """PENDING_PAYMENT and not expired -> PAID: locked -> sold, sale log success.
-
-    Paying a paid order again answers the order (harmless); with a payment id,
-    the provider's retried callback is recognised by it.
-    """
-    if payment_id and Order.objects.filter(payment_id=payment_id).exclude(pk=order_id).exists():
-        raise PaymentIdReused(payment_id=payment_id)
-
-    def pay() -> Order:
-        now = timezone.now()
-        with transaction.atomic(durable=True):
-            order, done = _lock_for_transition(user_id=user_id, token=token, order_id=order_id, target=Order.Status.PAID,
-                                               error=NotPayable)
-            if done:
-                return order
-            if order.expires_at and order.expires_at <= now:
-                raise NotPayable(status=order.status)
-            moved = Sku.objects.filter(pk=order.sku_id, locked_stock__gte=order.quantity).update(
-                locked_stock=F("locked_stock") - order.quantity, sold_stock=F("sold_stock") + order.quantity,
-                updated_at=now)
-            if moved != 1:
-                raise RuntimeError(f"locked stock of {order.sku_id} below order {order_id}")
-            order.status, order.paid_at, order.payment_id = Order.Status.PAID, now, payment_id
-            try:
-                with transaction.atomic():
-                    order.save(update_fields=["status", "paid_at", "payment_id", "updated_at"])
-            except IntegrityError:  # the same payment id, paying another order at the same moment
-                raise PaymentIdReused(payment_id=payment_id) from None
-            InventoryLog.objects.filter(order_id=order_id, operation=InventoryLog.Operation.DECR).update(
-                status=InventoryLog.Status.SUCCESS, updated_at=now)
-            return order
-
-    return with_mysql_retry(pay)
+@functools.cache
+def _sql(kind: str, *, with_payment_id: bool = False) -> str:
+    """The conditional UPDATEs of pay and cancel, compiled once (core.db): the
+    same statements the ORM would send, `... WHERE status = 'PENDING_PAYMENT'`."""
+    sets = {"pay": ["status", "paid_at", "updated_at"] + (["payment_id"] if with_payment_id else []),
+            "cancel": ["status", "closed_at", "updated_at"]}[kind]
+    where = ["order_id", "user", "status"]
+    sql = (f"UPDATE {db.table(Order)} SET {', '.join(f'{c} = %s' for c in db.columns(Order, sets))} "
+           f"WHERE {' AND '.join(f'{c} = %s' for c in db.columns(Order, where))}")
+    if kind == "pay":
+        sql += f" AND {db.columns(Order, ['expires_at'])[0]} > %s"
+    return sql
 
 
-def order_cancel(*, user_id: int, order_id: str, token: str | None = None) -> Order:
-    """PENDING_PAYMENT -> CANCELLED by its owner; the units go back (MySQL now,
-    Redis through the outbox). Cancelling a cancelled order answers it again."""
-    def cancel() -> Order:
-        with transaction.atomic(durable=True):
-            order, done = _lock_for_transition(user_id=user_id, token=token, order_id=order_id, target=Order.Status.CANCELLED,
-                                               error=NotCancellable)
-            if not done:
-                _give_back([order], final=Order.Status.CANCELLED, reason="cancelled by buyer")
-            return order
-
-    return with_mysql_retry(cancel)
-
-
-def orders_expire(*, limit: int = 200, sku_ids: list[str] | None = None) -> int:
-    """Expire unpaid orders past their deadline, in batches, one SKU at a time.
-
-    Rows another sweeper (or a pay/cancel) holds are skipped, not waited for.
-    """
+def order_pay(*, user_id: int, order_id: str, payment_id: str | None = None, token: str | None = None) -> OrderView:
+    """PENDING_PAYMENT and not expired -> PAID, decided on the order row. Paying
+    a paid order again answers the order (harmless: a provider's retried
+    callback); a payment id already used by another order is refused."""
     now = timezone.now()
-    pending = Order.objects.filter(status=Order.Status.PENDING_PAYMENT, expires_at__lte=now)
+    try:
+        won = with_mysql_retry(lambda: db.execute(_sql("pay", with_payment_id=bool(payment_id)), [
+            Order.Status.PAID, now, now, *([payment_id] if payment_id else []),
+            order_id, user_id, Order.Status.PENDING_PAYMENT, now]))
+    except IntegrityError:
+        raise PaymentIdReused(payment_id=payment_id) from None
+    return _outcome(user_id=user_id, token=token, order_id=order_id, won=won, wanted=Order.Status.PAID,
+                    error=NotPayable)
+
+
+def order_cancel(*, user_id: int, order_id: str, token: str | None = None) -> OrderView:
+    """PENDING_PAYMENT -> CANCELLED by its owner, decided on the order row; the
+    units go back when the move is applied (MySQL, then Redis through the
+    outbox). Cancelling a cancelled order answers it again."""
+    now = timezone.now()
+    won = with_mysql_retry(lambda: db.execute(_sql("cancel"), [
+        Order.Status.CANCELLED, now, now, order_id, user_id, Order.Status.PENDING_PAYMENT]))
+    return _outcome(user_id=user_id, token=token, order_id=order_id, won=won, wanted=Order.Status.CANCELLED,
+                    error=NotCancellable)
+
+
+def orders_expire(*, limit: int = 500, sku_ids: list[str] | None = None) -> int:
+    """Unpaid orders past their deadline -> EXPIRED, a batch at a time, each by
+    the same conditional UPDATE a payment races with (one of them wins)."""
+    now = timezone.now()
+    due = Order.objects.filter(status=Order.Status.PENDING_PAYMENT, expires_at__lte=now)
     if sku_ids is not None:
-        pending = pending.filter(sku_id__in=sku_ids)
-    due = list(pending.order_by("expires_at").values_list("order_id", "sku_id")[:limit])
-    by_sku: dict[str, list[str]] = {}
-    for order_id, sku_id in due:
-        by_sku.setdefault(sku_id, []).append(order_id)
-    expired = 0
-    for sku_id, ids in sorted(by_sku.items()):
-        def expire(sku_id=sku_id, ids=ids) -> int:
-            with transaction.atomic(durable=True):
-                skus_lock(sku_ids=[sku_id])
-                orders = list(
-                    Order.objects.select_for_update(skip_locked=True)
-                    .filter(pk__in=ids, status=Order.Status.PENDING_PAYMENT, expires_at__lte=timezone.now())
-                    .order_by("pk")
-                )
-                if orders:
-                    _give_back(orders, final=Order.Status.EXPIRED, reason="payment window passed")
-                return len(orders)
-
-        expired += with_mysql_retry(expire)
-    return expired
+        due = due.filter(sku_id__in=sku_ids)
+    ids = list(due.order_by("expires_at").values_list("order_id", flat=True)[:limit])
+    if not ids:
+        return 0
+    return with_mysql_retry(lambda: Order.objects.filter(
+        pk__in=ids, status=Order.Status.PENDING_PAYMENT, expires_at__lte=now).update(
+        status=Order.Status.EXPIRED, closed_at=now, updated_at=now))
 
 
-def _give_back(orders: list[Order], *, final: str, reason: str) -> None:
-    """Inside the transaction, with the SKU row and the order rows locked."""
-    now = timezone.now()
-    sku_id = orders[0].sku_id
-    units = sum(o.quantity for o in orders)
-    moved = Sku.objects.filter(pk=sku_id, locked_stock__gte=units).update(
-        locked_stock=F("locked_stock") - units, available_stock=F("available_stock") + units, updated_at=now)
-    if moved != 1:
-        raise RuntimeError(f"locked stock of {sku_id} below the orders being released")
-    for o in orders:
-        o.status, o.closed_at = final, now
-    Order.objects.bulk_update(orders, ["status", "closed_at", "updated_at"])
-    InventoryLog.objects.filter(order_id__in=[o.order_id for o in orders],
-                                operation=InventoryLog.Operation.DECR).update(
-        status=InventoryLog.Status.FAIL, reason=reason, updated_at=now)
-    for o in orders:
-        stock_give_record(
-            sku_id=sku_id, quantity=o.quantity, op_id=f"{o.order_id}:release", user_id=o.user_id,
-            order_id=o.order_id, reason=reason, actor=f"user:{o.user_id}" if final == "CANCELLED" else "expiry")
+# --- The bucket moves -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MovesApplied:
+    sku_id: str
+    sold: int = 0
+    released: int = 0
+    busy: bool = False  # another mover holds the SKU row
+
+
+def order_moves_apply(*, sku_id: str, limit: int = 2000) -> MovesApplied:
+    """Apply the SKU's decided moves in one transaction: lock the SKU row
+    (skipped if another mover holds it), take up to `limit` orders whose units
+    still sit in `locked` although paid, cancelled or expired, move the buckets
+    with one UPDATE, write their log rows and the gives' outbox rows, and set
+    the orders' bucket. The order rows need no lock: a final status never
+    changes again, and only a mover holding the SKU row writes `bucket`."""
+    def apply() -> MovesApplied:
+        with transaction.atomic(durable=True):
+            sku = skus_lock_nowait(sku_id=sku_id)
+            if sku is None:
+                return MovesApplied(sku_id, busy=True)
+            rows = list(Order.objects.filter(sku_id=sku_id, bucket=Order.Bucket.LOCKED,
+                                             status__in=Order.MOVING_STATUSES)
+                        .order_by("order_id").values_list("order_id", "status", "quantity", "user_id")[:limit])
+            if not rows:
+                return MovesApplied(sku_id)
+            sold = [Sale(oid, qty) for oid, st, qty, _ in rows if st == Order.Status.PAID]
+            released = [Release(oid, qty, user, "cancelled by buyer" if st == Order.Status.CANCELLED
+                                else "payment window passed", f"user:{user}" if st == Order.Status.CANCELLED
+                                else "expiry") for oid, st, qty, user in rows if st != Order.Status.PAID]
+            stock_moves_apply(sku=sku, sold=sold, released=released)
+            now = timezone.now()
+            if sold:
+                Order.objects.filter(pk__in=[s.order_id for s in sold]).update(
+                    bucket=Order.Bucket.SOLD, updated_at=now)
+            if released:
+                Order.objects.filter(pk__in=[r.order_id for r in released]).update(
+                    bucket=Order.Bucket.AVAILABLE, updated_at=now)
+            return MovesApplied(sku_id, len(sold), len(released))
+
+    return with_mysql_retry(apply)

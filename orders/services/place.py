@@ -167,13 +167,17 @@ def _undo(click: _Click, order_id: str) -> bool:
     if outcome in (Release.CLAIMED, Release.DONE):
         return False
     try:
-        if not reservation_release_record(order_id=order_id):
+        if not reservation_release_record(reservation=_reservation(click, order_id)):
             return False  # the confirm won the race: the order exists
     except Exception as exc:
         # MySQL away too: the Redis record of the release is all there is.
         logger.error("release of %s not recorded in MySQL: %r", order_id, exc)
     _forget(click, order_id)
     return True
+
+
+def _reservation(click: _Click, order_id: str) -> redis_store.Reservation:
+    return redis_store.Reservation(order_id, click.sku_id, click.user_id, click.quantity, click.key, 0)
 
 
 def _release_quietly(sku_id: str, order_id: str) -> Release | None:
@@ -196,7 +200,7 @@ def _unavailable_after_redis_error(click: _Click, order_id: str, exc: Exception)
         outcome = _release_quietly(click.sku_id, order_id)
         if outcome is None:
             try:
-                reservation_release_record(order_id=order_id)
+                reservation_release_record(reservation=_reservation(click, order_id))
             except Exception as db_exc:
                 logger.error("release of %s not recorded in MySQL: %r", order_id, db_exc)
     _forget(click, order_id)

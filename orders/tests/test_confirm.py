@@ -10,7 +10,7 @@ from kombu import Connection, Producer
 
 from conftest import publish, reserve_direct, wait_until, assert_balanced, decr_log_by_order, settled
 from inventory import messages, redis_store
-from inventory.models import ConsumerDedup, DeadLetter, InventoryLog, Sku
+from inventory.models import DeadLetter, InventoryLog, Sku
 from orders.models import Order
 
 pytestmark = pytest.mark.worker
@@ -31,7 +31,6 @@ def test_message_delivered_twice_confirms_once(worker, make_sku, make_buyers):
     assert (sku.available_stock, sku.locked_stock) == (3, 2)
     assert Order.objects.filter(sku_id=sku.sku_id).count() == 1
     assert decr_log_by_order(sku.sku_id) == {res.order_id: InventoryLog.Status.PENDING}
-    assert ConsumerDedup.objects.filter(business_id=ConsumerDedup.confirm_id(res.order_id)).count() == 1
 
 
 def test_mysql_refusal_fails_the_order_and_returns_only_the_buyer_count(worker, make_sku, make_buyers):

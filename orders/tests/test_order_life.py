@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from conftest import assert_balanced, confirmed, gives_applied, place as buy, settled, wait_until
+from conftest import assert_balanced, confirmed, gives_applied, moves_applied, place as buy, settled, wait_until
 from inventory import redis_store
 from inventory.models import InventoryLog, OutboxMessage
 from orders.services import life as services
@@ -35,6 +35,7 @@ def test_pay_moves_locked_to_sold_and_is_harmless_to_repeat(api, make_sku, make_
     again = client.post(f"/api/v1/orders/{oid}/pay")
     assert again.status_code == 200 and again.json()["status"] == "PAID"
     settled(sku.sku_id)
+    moves_applied(sku.sku_id)  # the mover applies the decided move to the SKU row
     row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.locked_stock, row.sold_stock) == (2, 0, 1)
     assert InventoryLog.objects.get(order_id=oid, operation="DECR").status == "success"
@@ -97,22 +98,21 @@ def test_other_users_order_is_404_everywhere(api, make_sku, make_buyers, worker)
     assert api(owner).post("/api/v1/orders/not-an-id/pay").status_code == 404
 
 
-def test_relay_dying_after_commit_loses_nothing(api, make_sku, make_buyers, worker):
-    sku = make_sku(stock=1)
-    (_, token), = make_buyers(1)
-    client = api(token)
-    oid = buy(client, sku.sku_id)
-    confirmed(oid)
-    with mock.patch("inventory.messages.publish_give", side_effect=ConnectionError("relay died")):
-        assert client.post(f"/api/v1/orders/{oid}/cancel").status_code == 200
-    row = OutboxMessage.objects.get(op_id=f"{oid}:release")
-    assert row.sent_at is None
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 0  # Redis not given back yet
+def test_relay_dying_after_commit_loses_nothing(make_sku, worker, live_db):
+    """The give's transaction committed, its relay died before sending: the
+    outbox row stays unsent until the sweep relays it, and then it lands once."""
     from inventory.services.gives import outbox_relay
+    from inventory.services.stock import stock_restock
 
+    sku = make_sku(stock=1)
+    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("relay died")):
+        op_id = stock_restock(sku_id=sku.sku_id, quantity=2, reason="more", actor="t")
+    assert OutboxMessage.objects.get(op_id=op_id).sent_at is None
+    assert redis_store.live_stock(sku_id=sku.sku_id).available == 1  # Redis not given yet
     assert outbox_relay(older_than_s=0) >= 1
     gives_applied(sku.sku_id)
-    assert_balanced(sku.sku_id)
+    row = assert_balanced(sku.sku_id)
+    assert row.available_stock == 3
 
 
 def test_give_delivered_twice_restores_once(api, make_sku, make_buyers, worker):
@@ -250,3 +250,60 @@ def test_pay_or_cancel_of_a_final_order_locks_no_sku_row(api, make_sku, make_buy
         t.join(8)  # well below the lock-wait timeout (10 s) these calls would hit if they waited
         assert not t.is_alive(), "a call waited for the SKU row"
     assert answers == {"pay again": 200, "cancel paid": 409, "pay cancelled": 409, "cancel again": 200}
+
+
+def test_a_payment_waits_for_no_sku_row_and_its_move_lands_when_the_row_is_free(api, make_sku, make_buyers, worker):
+    from conftest import RowHold
+
+    sku = make_sku(stock=4, per_user_limit=4)
+    (_, token), = make_buyers(1)
+    client = api(token)
+    paid, cancelled = buy(client, sku.sku_id), buy(client, sku.sku_id)
+    confirmed(paid)
+    confirmed(cancelled)
+    answers: dict[str, dict] = {}
+
+    def calls():
+        try:
+            answers["pay"] = client.post(f"/api/v1/orders/{paid}/pay").json()
+            answers["cancel"] = client.post(f"/api/v1/orders/{cancelled}/cancel").json()
+        finally:
+            connection.close()
+
+    with RowHold(sku.sku_id):  # the hot row is busy (a confirm, a mover, ops)
+        t = threading.Thread(target=calls)
+        t.start()
+        t.join(8)
+        assert not t.is_alive(), "a payment waited for the SKU row"
+        assert (answers["pay"]["status"], answers["cancel"]["status"]) == ("PAID", "CANCELLED")
+    gives_applied(sku.sku_id)
+    row = assert_balanced(sku.sku_id)
+    assert (row.available_stock, row.locked_stock, row.sold_stock) == (3, 0, 1)
+    assert dict(InventoryLog.objects.filter(order_id=paid).values_list("operation", "status")) == {"DECR": "success"}
+
+
+def test_the_mover_applies_any_number_of_moves_with_the_same_statements(make_sku, make_buyers, live_db, no_worker):
+    """One SKU row update and the same statements per batch, whatever its
+    size: payments do not queue behind the row one by one."""
+    from django.test.utils import CaptureQueriesContext
+
+    from conftest import reserve_direct
+    from orders.services.confirm import confirm_in_mysql
+
+    def apply_batch(n: int) -> list[str]:
+        sku = make_sku(stock=n, per_user_limit=n)
+        (user, _), = make_buyers(1)
+        reservations = [reserve_direct(sku.sku_id, user.pk) for _ in range(n)]
+        confirm_in_mysql(sku_id=sku.sku_id, batch=reservations)
+        for i, r in enumerate(reservations):
+            (services.order_pay if i % 2 else services.order_cancel)(user_id=user.pk, order_id=r.order_id)
+        with mock.patch("inventory.messages.publish_gives"), CaptureQueriesContext(connection) as q:
+            done = services.order_moves_apply(sku_id=sku.sku_id)
+        assert (done.sold, done.released) == (n // 2, n // 2)
+        for r in reservations:
+            redis_store.release(sku_id=sku.sku_id, order_id=r.order_id)
+        return [x["sql"].split(" WHERE ")[0][:60] for x in q.captured_queries]
+
+    small, large = apply_batch(4), apply_batch(40)
+    assert len(small) == len(large), (small, large)
+    assert sum(1 for x in large if x.startswith("UPDATE `inventory_sku`")) == 1

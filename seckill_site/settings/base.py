@@ -56,6 +56,12 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
+# The REST API's chain (seckill_site.wsgi): token-authenticated JSON needs the
+# transport security headers and nothing that serves sessions, forms or pages.
+API_MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+]
+
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -167,12 +173,16 @@ SECKILL_METRICS_TOKEN = os.environ.get("SECKILL_METRICS_TOKEN", "")
 # "sold out" (see orders.services.order_place).
 SECKILL_SOLD_OUT_MEMO_SECONDS = float(os.environ.get("SECKILL_SOLD_OUT_MEMO_SECONDS", "0.5"))
 # Largest number of reservations one confirm transaction takes.
-SECKILL_CONFIRM_BATCH = env_int("SECKILL_CONFIRM_BATCH", 1000)
+SECKILL_CONFIRM_BATCH = env_int("SECKILL_CONFIRM_BATCH", 2000)
 # The confirm consumer (orders.consumers) takes up to this many messages from
 # the broker at once, and waits at most this long for a batch to fill.
-SECKILL_CONFIRM_PREFETCH = env_int("SECKILL_CONFIRM_PREFETCH", 2000)
-SECKILL_CONFIRM_LINGER_MS = env_int("SECKILL_CONFIRM_LINGER_MS", 20)
+SECKILL_CONFIRM_PREFETCH = env_int("SECKILL_CONFIRM_PREFETCH", 4000)
+SECKILL_CONFIRM_LINGER_MS = env_int("SECKILL_CONFIRM_LINGER_MS", 100)
 SECKILL_CONFIRM_CONSUMER = env_bool("SECKILL_CONFIRM_CONSUMER", True)
+# The bucket mover (orders.movers) applies pay/cancel/expiry to the SKU rows in
+# batches, looking for waiting moves this often.
+SECKILL_MOVER = env_bool("SECKILL_MOVER", True)
+SECKILL_MOVER_INTERVAL_MS = env_int("SECKILL_MOVER_INTERVAL_MS", 100)
 # Reservations per message when several travel together (orphan sweep).
 SECKILL_MESSAGE_CHUNK = env_int("SECKILL_MESSAGE_CHUNK", 100)
 # The purchase path's publish must be confirmed within this long after the

@@ -1,0 +1,101 @@
+"""The hot calls of the orders API as plain Django handlers: the purchase, its
+baseline, pay and cancel.
+
+They take the same steps and give the same answers as every other API call
+(token auth and throttle in one Redis round trip, a bounded JSON body, the
+error bodies of core.exception_handler), without DRF's request wrapping,
+negotiation, permission and renderer machinery around them: on this machine
+that machinery cost more CPU than a purchase itself (README, "The cost of a
+click"). The DRF views of orders.api.views hand these methods over here and
+keep describing them for the schema.
+"""
+from __future__ import annotations
+
+import json
+
+from django.http import HttpRequest, HttpResponse
+from rest_framework import exceptions
+
+from accounts.authentication import authenticate_request
+from core.exception_handler import STORE_ERRORS, error_response
+from core.parsers import read_json
+from orders import selectors
+from orders.api.input import idempotency_key_of, order_input, pay_input
+from orders.api.output import iso_ms, iso_utc, order_body
+from orders.services import life
+from orders.services.place import order_place
+
+
+def _json(status: int, body: dict, headers: dict[str, str] | None = None) -> HttpResponse:
+    response = HttpResponse(json.dumps(body, separators=(",", ":")), status=status,
+                            content_type="application/json")
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def _authenticated(request: HttpRequest, *, purchase: bool = False):
+    found = authenticate_request(request.META, purchase=purchase)
+    if found is None:
+        raise exceptions.NotAuthenticated()
+    return found
+
+
+def place(request: HttpRequest) -> HttpResponse:
+    """Take stock and answer 202 PROCESSING (or what the key made before)."""
+    try:
+        user, auth = _authenticated(request, purchase=True)
+        sku_id, quantity = order_input(read_json(request.META, request))
+        key = idempotency_key_of(request.META)
+        placed = order_place(user_id=user.id, token=auth.key, sku_id=sku_id, quantity=quantity,
+                             idempotency_key=key, prior=auth.prior)
+        body = {"order_id": placed.order_id, "status": "PROCESSING", "sku_id": placed.sku_id,
+                "quantity": placed.quantity, "created_at": None, "replayed": not placed.created}
+        if placed.created:
+            body["created_at"] = iso_ms(placed.reserved_ms)
+        else:
+            # A retry: answer with what that order is now (a rare, read-only path).
+            # Its stock was taken by the first request, so a store that cannot be
+            # read now changes nothing of the 202: it just says less.
+            try:
+                current = selectors.order_get(user_id=user.id, token=auth.key, order_id=placed.order_id)
+            except STORE_ERRORS:
+                current = None
+            if current is not None:
+                body["status"] = current.status
+                body["created_at"] = iso_utc(current.created_at)
+        return _json(202, body)
+    except Exception as exc:
+        return _json(*error_response(exc))
+
+
+def baseline(request: HttpRequest) -> HttpResponse:
+    """Everything `place` does before the take (authenticate, throttle, read
+    and check the body and the key), then 202 VALIDATED: the benchmark's baseline."""
+    try:
+        _authenticated(request, purchase=True)
+        sku_id, quantity = order_input(read_json(request.META, request))
+        idempotency_key_of(request.META)
+        return _json(202, {"order_id": "", "status": "VALIDATED", "sku_id": sku_id, "quantity": quantity,
+                           "created_at": None})
+    except Exception as exc:
+        return _json(*error_response(exc))
+
+
+def pay(request: HttpRequest, order_id: str) -> HttpResponse:
+    try:
+        user, auth = _authenticated(request)
+        payment_id = pay_input(read_json(request.META, request))
+        view = life.order_pay(user_id=user.id, token=auth.key, order_id=order_id, payment_id=payment_id)
+        return _json(200, order_body(view))
+    except Exception as exc:
+        return _json(*error_response(exc))
+
+
+def cancel(request: HttpRequest, order_id: str) -> HttpResponse:
+    try:
+        user, auth = _authenticated(request)
+        view = life.order_cancel(user_id=user.id, token=auth.key, order_id=order_id)
+        return _json(200, order_body(view))
+    except Exception as exc:
+        return _json(*error_response(exc))
