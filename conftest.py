@@ -179,14 +179,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def web(process_env):
+def start_web(process_env, *, name: str = "web", **extra: str) -> Proc:
+    """A real gunicorn on a free port (3 workers, throttling off), `extra`
+    added to its environment; returns once it listens (`.port`)."""
     port = free_port()
-    # Throttling off here, as in the benchmark: some tests send one buyer's
-    # requests in bulk on purpose (accounts/tests prove the throttle).
-    env = dict(process_env, GUNICORN_BIND=f"127.0.0.1:{port}", WEB_CONCURRENCY="3", SECKILL_THROTTLE_RATE="0")
+    env = dict(process_env, GUNICORN_BIND=f"127.0.0.1:{port}", WEB_CONCURRENCY="3", SECKILL_THROTTLE_RATE="0",
+               **extra)
     proc = Proc([str(VENV_BIN / "gunicorn"), "seckill_site.wsgi:application"], env,
-                ROOT / "var" / "test-logs" / "web.log").start()
+                ROOT / "var" / "test-logs" / f"{name}.log").start()
 
     def up() -> bool:
         try:
@@ -195,15 +195,24 @@ def web(process_env):
         except OSError:
             return False
 
-    wait_until(up, timeout=30, what="gunicorn listening")
+    wait_until(up, timeout=30, what=f"gunicorn ({name}) listening")
     proc.port = port
+    return proc
+
+
+@pytest.fixture(scope="session")
+def web(process_env):
+    # Throttling off here, as in the benchmark: some tests send one buyer's
+    # requests in bulk on purpose (accounts/tests prove the throttle).
+    proc = start_web(process_env)
     yield proc
     proc.stop()
 
 
-@pytest.fixture
-def browser():
-    """Debian's headless Chromium, driven by Debian's chromedriver."""
+def chromium(*, lang: str | None = None, prefs: dict | None = None):
+    """Debian's headless Chromium, driven by Debian's chromedriver, sending no
+    statistics; `lang` is the language it asks pages for, `prefs` more of its
+    preferences (e.g. a download folder). Returns (driver, profile folder)."""
     import shutil
     import tempfile
 
@@ -217,12 +226,30 @@ def browser():
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-quic", f"--user-data-dir={profile}", "--window-size=1400,1000"):
         options.add_argument(flag)
+    prefs = dict(prefs or {})
+    if lang:
+        options.add_argument(f"--lang={lang}")
+        prefs["intl.accept_languages"] = f"{lang},zh"
+    if prefs:
+        options.add_experimental_option("prefs", prefs)
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"),
                               options=options)
     driver.implicitly_wait(5)
-    yield driver
+    return driver, profile
+
+
+def chromium_quit(driver, profile: str) -> None:
+    import shutil
+
     driver.quit()
     shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def browser():
+    driver, profile = chromium()
+    yield driver
+    chromium_quit(driver, profile)
 
 
 def browser_login(driver, base: str, username: str, password: str) -> None:

@@ -10,11 +10,14 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy
 
-from inventory import redis_store, selectors
+from inventory import redis_store
 from inventory.services import skus, stock
 from core.errors import DomainError
 from inventory.models import DeadLetter, InventoryLog, OutboxMessage, Sku
+from import_export.admin import ImportMixin
+from inventory.resources import InventoryLogResource, SkuExportResource, SkuImportResource, ViewerExportMixin
 
 MOVE_STOCK = "inventory.move_stock"
 BUCKETS = ("total_stock", "available_stock", "frozen_stock", "locked_stock", "sold_stock")
@@ -22,7 +25,7 @@ BUCKETS = ("total_stock", "available_stock", "frozen_stock", "locked_stock", "so
 
 class SkuForm(forms.ModelForm):
     initial_stock = forms.IntegerField(min_value=0, required=False,
-                                       help_text="Units on sale when the SKU is created. Later, use Restock.")
+                                       help_text=gettext_lazy("Units on sale when the SKU is created. Later, use Restock."))
 
     class Meta:
         model = Sku
@@ -31,27 +34,27 @@ class SkuForm(forms.ModelForm):
     def clean_per_user_limit(self):
         value = self.cleaned_data["per_user_limit"]
         if value is None or value < 1:
-            raise forms.ValidationError("The per-user limit must be 1 or more.")
+            raise forms.ValidationError(gettext_lazy("The per-user limit must be 1 or more."))
         return value
 
     def clean_price(self):
         value = self.cleaned_data["price"]
         if value is not None and value < 0:
-            raise forms.ValidationError("The price cannot be negative.")
+            raise forms.ValidationError(gettext_lazy("The price cannot be negative."))
         return value
 
     def clean(self):
         data = super().clean()
         starts, ends = data.get("sale_starts_at"), data.get("sale_ends_at")
         if starts and ends and ends <= starts:
-            self.add_error("sale_ends_at", "The sale must end after it starts.")
+            self.add_error("sale_ends_at", gettext_lazy("The sale must end after it starts."))
         if not self.instance._state.adding:
             return data
         if data.get("initial_stock") is None:
-            self.add_error("initial_stock", "Give the initial stock (0 or more).")
+            self.add_error("initial_stock", gettext_lazy("Give the initial stock (0 or more)."))
         sku_id = data.get("sku_id") or ""
         if sku_id != sku_id.strip() or not sku_id.isprintable():
-            self.add_error("sku_id", "Use printable characters without surrounding spaces.")
+            self.add_error("sku_id", gettext_lazy("Use printable characters without surrounding spaces."))
         return data
 
 
@@ -62,20 +65,24 @@ class StockActionForm(forms.Form):
 
 STOCK_ACTIONS = {
     # action: (title, service, needs quantity, button label)
-    "freeze": ("Freeze units (take them out of sale)", stock.stock_freeze, True, "Freeze"),
-    "unfreeze": ("Unfreeze units (back on sale)", stock.stock_unfreeze, True, "Unfreeze"),
-    "restock": ("Restock (new units on sale)", stock.stock_restock, True, "Restock"),
-    "write_off": ("Write off frozen units", stock.stock_write_off, True, "Write off"),
-    "warm": ("Warm the Redis snapshot (load it where absent)", None, False, "Warm"),
-    "rebuild": ("Rebuild the Redis snapshot from MySQL", None, False, "Rebuild"),
+    "freeze": (gettext_lazy("Freeze units (take them out of sale)"), stock.stock_freeze, True, gettext_lazy("Freeze")),
+    "unfreeze": (gettext_lazy("Unfreeze units (back on sale)"), stock.stock_unfreeze, True, gettext_lazy("Unfreeze")),
+    "restock": (gettext_lazy("Restock (new units on sale)"), stock.stock_restock, True, gettext_lazy("Restock")),
+    "write_off": (gettext_lazy("Write off frozen units"), stock.stock_write_off, True, gettext_lazy("Write off")),
+    "warm": (gettext_lazy("Warm the Redis snapshot (load it where absent)"), None, False, gettext_lazy("Warm")),
+    "rebuild": (gettext_lazy("Rebuild the Redis snapshot from MySQL"), None, False, gettext_lazy("Rebuild")),
 }
 
 
 @admin.register(Sku)
-class SkuAdmin(admin.ModelAdmin):
+class SkuAdmin(ImportMixin, ViewerExportMixin, admin.ModelAdmin):
     form = SkuForm
     change_form_template = "admin/inventory/sku/change_form.html"
     change_list_template = "admin/inventory/sku/change_list.html"
+    # Import and Export beside the stock dashboard link, for whoever may use them.
+    import_export_change_list_template = "admin/inventory/sku/change_list_import_export.html"
+    import_template_name = "admin/inventory/sku/import.html"
+    import_error_display = ("message", "row")
     list_display = ("sku_id", "name", "status", "total_stock", "available_stock", "frozen_stock",
                     "locked_stock", "sold_stock", "redis_available", "in_flight", "per_user_limit",
                     "sale_starts_at", "sale_ends_at")
@@ -100,18 +107,44 @@ class SkuAdmin(admin.ModelAdmin):
             self._live_cache = (obj, redis_store.live_stock(sku_id=obj.sku_id))
         return self._live_cache[1]
 
-    @admin.display(description="Redis available")
+    @admin.display(description=gettext_lazy("Redis available"))
     def redis_available(self, obj: Sku):
         live = self._live(obj)
         return "not warm" if live is None else live.available
 
-    @admin.display(description="In flight")
+    @admin.display(description=gettext_lazy("In flight"))
     def in_flight(self, obj: Sku):
         live = self._live(obj)
         return "-" if live is None else live.inflight
 
     def has_delete_permission(self, request, obj=None):
         return False  # a SKU with history is ended (status), never deleted
+
+    # --- import (new SKUs, through skus.skus_import) and export ---------------------
+    def get_import_resource_classes(self, request):
+        return [SkuImportResource]
+
+    def get_export_resource_classes(self, request):
+        return [SkuExportResource]
+
+    def has_import_permission(self, request):
+        # Creating SKUs from a file is the add form, many times.
+        return self.has_add_permission(request)
+
+    def process_result(self, result, request):
+        """The confirmed run: when the service refused a row after the preview
+        (nothing was written), show the rows again instead of "finished"."""
+        if not (result.has_errors() or result.has_validation_errors()):
+            return super().process_result(result, request)
+        messages.error(request, gettext_lazy("Nothing was imported: fix the rows below and upload the file again."))
+        resource_classes = self.get_import_resource_classes(request)
+        form = self.get_import_form_class(request)(self.get_import_formats(), resource_classes)
+        context = {**self.get_import_context_data(), **self.admin_site.each_context(request),
+                   "title": gettext_lazy("Import"), "form": form, "opts": self.model._meta, "result": result,
+                   "media": self.media + form.media, "import_error_display": self.import_error_display,
+                   "fields_list": [(r.get_display_name(), [f.column_name for f in r().get_user_visible_fields()])
+                                   for r in resource_classes]}
+        return TemplateResponse(request, [self.import_template_name], context)
 
     def save_model(self, request, obj, form, change):
         actor = f"admin:{request.user.get_username()}"
@@ -140,8 +173,8 @@ class SkuAdmin(admin.ModelAdmin):
         if action not in STOCK_ACTIONS:
             raise PermissionDenied
         if not request.user.has_perm(MOVE_STOCK):
-            messages.error(request, "You do not have permission to move stock.")
-            raise PermissionDenied("You do not have permission to move stock.")
+            messages.error(request, gettext_lazy("You do not have permission to move stock."))
+            raise PermissionDenied(gettext_lazy("You do not have permission to move stock."))
         sku = get_object_or_404(Sku, pk=object_id)
         title, service, needs_quantity, _label = STOCK_ACTIONS[action]
         form = StockActionForm(request.POST or None) if needs_quantity else None
@@ -151,20 +184,21 @@ class SkuAdmin(admin.ModelAdmin):
             try:
                 if action == "warm":
                     skus.stock_warm(sku_id=sku.sku_id)
-                    done = "Snapshot warm."
+                    done = gettext_lazy("Snapshot warm.")
                 elif action == "rebuild":
                     skus.snapshot_rebuild(sku_id=sku.sku_id, actor=actor)
-                    done = "Snapshot rebuilt from MySQL."
+                    done = gettext_lazy("Snapshot rebuilt from MySQL.")
                 else:
                     q, why = form.cleaned_data["quantity"], form.cleaned_data["reason"]
                     service(sku_id=sku.sku_id, quantity=q, reason=why, actor=actor)
-                    done = f"{title.split(' (')[0]}: {q} unit(s) of {sku.sku_id} done."
+                    done = gettext("%(action)s: %(quantity)s unit(s) of %(sku)s done.") % {
+                        "action": str(title).split(" (")[0], "quantity": q, "sku": sku.sku_id}
                 self.log_change(request, sku, f"stock action {action}: " + (
                     f"{form.cleaned_data['quantity']} ({form.cleaned_data['reason']})" if form else "done"))
                 messages.success(request, done)
                 return redirect(back)
             except DomainError as exc:
-                messages.error(request, f"Refused: {exc.detail}")
+                messages.error(request, gettext("Refused: %(detail)s") % {"detail": exc.detail})
         context = {**self.admin_site.each_context(request), "opts": self.model._meta, "original": sku,
                    "title": f"{title}: {sku.sku_id}", "form": form, "action": action, "back": back,
                    "live": redis_store.live_stock(sku_id=sku.sku_id)}
@@ -188,17 +222,75 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(InventoryLog)
-class InventoryLogAdmin(ReadOnlyAdmin):
+class InventoryLogAdmin(ViewerExportMixin, ReadOnlyAdmin):
+    resource_classes = [InventoryLogResource]
     list_display = ("created_at", "sku", "operation", "quantity", "order_id", "status", "actor", "reason")
     list_filter = ("operation", "status", "sku", "created_at")
     search_fields = ("order_id", "op_id")
     date_hierarchy = "created_at"
 
 
+class DeadLetterDiscardForm(forms.Form):
+    reason = forms.CharField(
+        label=gettext_lazy("Reason"), max_length=1000, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text=gettext_lazy("Why this dead letter is closed without a replay (kept for the audit)."))
+
+
 @admin.register(DeadLetter)
 class DeadLetterAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "task_name", "reason")
-    search_fields = ("reason",)
+    """Replay or discard, through inventory.services.dead_letters; both are
+    recorded on the letter and in the admin log."""
+
+    list_display = ("created_at", "task_name", "reason", "status", "resolved_by", "resolved_at")
+    list_filter = ("status", "task_name")
+    search_fields = ("reason", "resolution_note")
+    actions = ("replay", "discard")
+
+    def has_resolve_permission(self, request) -> bool:
+        # Replaying moves stock: the same permission as the stock actions (ops).
+        return request.user.has_perm(MOVE_STOCK)
+
+    @admin.action(description=gettext_lazy("Replay the selected dead letters"), permissions=["resolve"])
+    def replay(self, request, queryset):
+        from inventory.services.dead_letters import dead_letter_replay
+
+        actor = f"admin:{request.user.get_username()}"
+        for letter in queryset.order_by("pk"):
+            try:
+                outcome = dead_letter_replay(dead_letter_id=letter.pk, actor=actor)
+            except DomainError as exc:
+                messages.warning(request, gettext_lazy("Dead letter %(id)s: %(detail)s") % {"id": letter.pk,
+                                                                                   "detail": exc.detail})
+                continue
+            self.log_change(request, letter, f"replayed: {outcome.note()}")
+            messages.success(request, gettext_lazy("Dead letter %(id)s replayed: %(note)s") % {"id": letter.pk,
+                                                                                      "note": outcome.note()})
+
+    @admin.action(description=gettext_lazy("Discard the selected dead letters (with a reason)"),
+                  permissions=["resolve"])
+    def discard(self, request, queryset):
+        from django.contrib.admin import helpers
+
+        from inventory.services.dead_letters import dead_letter_discard
+
+        form = DeadLetterDiscardForm(request.POST if "apply" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            actor = f"admin:{request.user.get_username()}"
+            reason = form.cleaned_data["reason"]
+            for letter in queryset.order_by("pk"):
+                try:
+                    dead_letter_discard(dead_letter_id=letter.pk, actor=actor, reason=reason)
+                except DomainError as exc:
+                    messages.warning(request, gettext_lazy("Dead letter %(id)s: %(detail)s") % {"id": letter.pk,
+                                                                                       "detail": exc.detail})
+                    continue
+                self.log_change(request, letter, f"discarded: {reason}")
+                messages.success(request, gettext_lazy("Dead letter %(id)s discarded.") % {"id": letter.pk})
+            return None
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form,
+                   "letters": queryset.order_by("pk"), "title": gettext_lazy("Discard dead letters"),
+                   "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME}
+        return TemplateResponse(request, "admin/inventory/deadletter/discard.html", context)
 
 
 @admin.register(OutboxMessage)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
 
 
 class Sku(models.Model):
     class Status(models.TextChoices):
-        ACTIVE = "active", "Active"
-        PAUSED = "paused", "Paused"
-        ENDED = "ended", "Ended"
-
+        ACTIVE = "active", _("Active")
+        PAUSED = "paused", _("Paused")
+        ENDED = "ended", _("Ended")
     sku_id = models.CharField(max_length=64, primary_key=True)
     name = models.CharField(max_length=200)
     price = models.DecimalField(max_digits=12, decimal_places=2, default=0)
@@ -35,7 +35,7 @@ class Sku(models.Model):
     class Meta:
         ordering = ["sku_id"]
         verbose_name = "SKU"
-        permissions = [("move_stock", "Can freeze, unfreeze, restock, write off and rebuild stock")]
+        permissions = [("move_stock", _("Can freeze, unfreeze, restock, write off and rebuild stock"))]
         indexes = [models.Index(fields=["status", "status_changed_at"], name="sku_status_time")]
         constraints = [
             models.CheckConstraint(
@@ -61,19 +61,17 @@ class InventoryLog(models.Model):
     """One row per stock operation: the audit anchor of that operation."""
 
     class Operation(models.TextChoices):
-        DECR = "DECR", "Sale take (order confirmed)"
-        INCR = "INCR", "Give back (cancel / expiry)"
-        FREEZE = "FREEZE", "Freeze"
-        UNFREEZE = "UNFREEZE", "Unfreeze"
-        RESTOCK = "RESTOCK", "Restock"
-        WRITE_OFF = "WRITE_OFF", "Write off frozen"
-        REPAIR = "REPAIR", "Reconciliation repair"
-
+        DECR = "DECR", _("Sale take (order confirmed)")
+        INCR = "INCR", _("Give back (cancel / expiry)")
+        FREEZE = "FREEZE", _("Freeze")
+        UNFREEZE = "UNFREEZE", _("Unfreeze")
+        RESTOCK = "RESTOCK", _("Restock")
+        WRITE_OFF = "WRITE_OFF", _("Write off frozen")
+        REPAIR = "REPAIR", _("Reconciliation repair")
     class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        SUCCESS = "success", "Success"
-        FAIL = "fail", "Fail"
-
+        PENDING = "pending", _("Pending")
+        SUCCESS = "success", _("Success")
+        FAIL = "fail", _("Fail")
     sku = models.ForeignKey(Sku, on_delete=models.PROTECT, related_name="log")
     operation = models.CharField(max_length=16, choices=Operation.choices)
     quantity = models.PositiveIntegerField()
@@ -111,15 +109,29 @@ GIVE_OPERATIONS = (InventoryLog.Operation.INCR, InventoryLog.Operation.UNFREEZE,
 
 
 class DeadLetter(models.Model):
-    """A message that was refused or kept failing: kept for ops, never retried by itself."""
+    """A message that was refused or kept failing: kept for ops, never retried by
+    itself. Ops replay it or discard it with a reason (inventory.services.dead_letters);
+    either closes it for good, and who, when and why stay on the row."""
 
-    task_name = models.CharField(max_length=200)
-    payload = models.JSONField()
-    reason = models.CharField(max_length=255)
-    created_at = models.DateTimeField(auto_now_add=True)
+    class Status(models.TextChoices):
+        OPEN = "open", _("Open")
+        REPLAYED = "replayed", _("Replayed")
+        DISCARDED = "discarded", _("Discarded")
+
+    task_name = models.CharField(_("task"), max_length=200)
+    payload = models.JSONField(_("payload"))
+    reason = models.CharField(_("reason"), max_length=255)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.OPEN)
+    resolved_by = models.CharField(_("resolved by"), max_length=150, blank=True, default="")
+    resolved_at = models.DateTimeField(_("resolved at"), null=True, blank=True)
+    resolution_note = models.TextField(_("resolution note"), blank=True, default="")
 
     class Meta:
         ordering = ["-created_at"]
+        verbose_name = _("dead letter")
+        verbose_name_plural = _("dead letters")
+        indexes = [models.Index(fields=["status", "created_at"], name="deadletter_status_time")]
 
     def __str__(self) -> str:
         return f"{self.task_name}: {self.reason}"
@@ -133,8 +145,7 @@ class OutboxMessage(models.Model):
     """
 
     class Topic(models.TextChoices):
-        STOCK_GIVE = "stock_give", "Give stock back to Redis"
-
+        STOCK_GIVE = "stock_give", _("Give stock back to Redis")
     topic = models.CharField(max_length=32, choices=Topic.choices)
     sku = models.ForeignKey(Sku, on_delete=models.PROTECT, related_name="outbox")
     op_id = models.CharField(max_length=96, unique=True)

@@ -12,6 +12,7 @@ VIEW_MODELS = [
     ("django_celery_beat", "periodictask"), ("django_celery_beat", "intervalschedule"),
     ("django_celery_beat", "crontabschedule"), ("admin", "logentry"),
     ("reconciliation", "reconciliationrun"), ("reconciliation", "skureconciliation"),
+    ("reconciliation", "finding"),
 ]
 OPS_EXTRA = [
     ("inventory", "add_sku"), ("inventory", "change_sku"), ("inventory", "move_stock"),

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class Order(models.Model):
     class Status(models.TextChoices):
-        PROCESSING = "PROCESSING", "Processing"
-        PENDING_PAYMENT = "PENDING_PAYMENT", "Pending payment"
-        PAID = "PAID", "Paid"
-        CANCELLED = "CANCELLED", "Cancelled"
-        EXPIRED = "EXPIRED", "Expired"
-        FAILED = "FAILED", "Failed"
-
+        PROCESSING = "PROCESSING", _("Processing")
+        PENDING_PAYMENT = "PENDING_PAYMENT", _("Pending payment")
+        PAID = "PAID", _("Paid")
+        CANCELLED = "CANCELLED", _("Cancelled")
+        EXPIRED = "EXPIRED", _("Expired")
+        FAILED = "FAILED", _("Failed")
     FINAL_STATUSES = (Status.PAID, Status.CANCELLED, Status.EXPIRED, Status.FAILED)
 
     class Bucket(models.TextChoices):
@@ -23,11 +23,10 @@ class Order(models.Model):
         decide on the order row at once; the mover (orders.movers) applies the
         move to the SKU row later, in batches, and sets this."""
 
-        NONE = "none", "None (refused)"
-        LOCKED = "locked", "Locked"
-        SOLD = "sold", "Sold"
-        AVAILABLE = "available", "Given back"
-
+        NONE = "none", _("None (refused)")
+        LOCKED = "locked", _("Locked")
+        SOLD = "sold", _("Sold")
+        AVAILABLE = "available", _("Given back")
     # Orders whose units still sit in `locked` although their status says
     # otherwise: the moves not yet applied to the SKU row.
     MOVING_STATUSES = (Status.PAID, Status.CANCELLED, Status.EXPIRED)

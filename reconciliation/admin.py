@@ -4,8 +4,10 @@ from django.urls import path
 from django.utils.html import format_html
 
 from inventory.admin import ReadOnlyAdmin
+from inventory.resources import ViewerExportMixin
 from reconciliation import services
 from reconciliation.models import Finding, ReconciliationRun, SkuReconciliation
+from reconciliation.resources import FindingResource, SkuReconciliationResource
 
 
 class ReadOnlyInline(admin.TabularInline):
@@ -69,7 +71,18 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
 
 
 @admin.register(SkuReconciliation)
-class SkuReconciliationAdmin(ReadOnlyAdmin):
+class SkuReconciliationAdmin(ViewerExportMixin, ReadOnlyAdmin):
+    resource_classes = [SkuReconciliationResource]
     list_display = ("run", "sku", "redis_available", "mysql_available", "in_flight", "expected_redis", "drift",
                     "state")
     list_filter = ("state", "sku")
+
+
+@admin.register(Finding)
+class FindingAdmin(ViewerExportMixin, ReadOnlyAdmin):
+    """Every finding of every run, filterable and exportable (CSV / XLSX)."""
+
+    resource_classes = [FindingResource]
+    list_display = ("id", "run", "kind", "sku", "redis_value", "mysql_value", "repaired", "detail")
+    list_filter = ("kind", "repaired")
+    search_fields = ("sku__sku_id", "detail", "ids")

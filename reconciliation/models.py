@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class ReconciliationRun(models.Model):
     class Trigger(models.TextChoices):
-        BEAT = "beat", "Scheduled"
-        COMMAND = "command", "manage.py reconcile"
-        ADMIN = "admin", "Admin button"
-
+        BEAT = "beat", _("Scheduled")
+        COMMAND = "command", _("manage.py reconcile")
+        ADMIN = "admin", _("Admin button")
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     trigger = models.CharField(max_length=16, choices=Trigger.choices)
@@ -37,12 +37,11 @@ class SkuReconciliation(models.Model):
     """
 
     class State(models.TextChoices):
-        OK = "ok", "In agreement"
-        DRIFT = "drift", "Drift seen once (waiting for a second look)"
-        REPAIRED = "repaired", "Repaired"
-        ALERT = "alert", "Alert for ops"
-        REBUILT = "rebuilt", "Snapshot rebuilt"
-
+        OK = "ok", _("In agreement")
+        DRIFT = "drift", _("Drift seen once (waiting for a second look)")
+        REPAIRED = "repaired", _("Repaired")
+        ALERT = "alert", _("Alert for ops")
+        REBUILT = "rebuilt", _("Snapshot rebuilt")
     run = models.ForeignKey(ReconciliationRun, on_delete=models.CASCADE, related_name="rows")
     sku = models.ForeignKey("inventory.Sku", on_delete=models.PROTECT, related_name="reconciliations")
     redis_available = models.BigIntegerField(null=True)
@@ -64,15 +63,14 @@ class SkuReconciliation(models.Model):
 
 class Finding(models.Model):
     class Kind(models.TextChoices):
-        ORPHAN_REPUBLISHED = "orphan_republished", "Orphan reservation: confirm published again"
-        INFLIGHT_SETTLED = "inflight_settled", "Confirmed order still in flight: settled"
-        OUTBOX_RESENT = "outbox_resent", "Stale outbox message: sent again"
-        DRIFT_LOWERED = "drift_lowered", "Redis above MySQL: lowered"
-        DRIFT_RAISED = "drift_raised", "Redis below MySQL, stable: raised"
-        DRIFT_ALERT = "drift_alert", "Drift that cannot be repaired safely"
-        SNAPSHOT_REBUILT = "snapshot_rebuilt", "Redis had lost the SKU: snapshot rebuilt"
-        DEAD_LETTERS = "dead_letters", "Dead letters waiting for ops"
-
+        ORPHAN_REPUBLISHED = "orphan_republished", _("Orphan reservation: confirm published again")
+        INFLIGHT_SETTLED = "inflight_settled", _("Confirmed order still in flight: settled")
+        OUTBOX_RESENT = "outbox_resent", _("Stale outbox message: sent again")
+        DRIFT_LOWERED = "drift_lowered", _("Redis above MySQL: lowered")
+        DRIFT_RAISED = "drift_raised", _("Redis below MySQL, stable: raised")
+        DRIFT_ALERT = "drift_alert", _("Drift that cannot be repaired safely")
+        SNAPSHOT_REBUILT = "snapshot_rebuilt", _("Redis had lost the SKU: snapshot rebuilt")
+        DEAD_LETTERS = "dead_letters", _("Dead letters waiting for ops")
     run = models.ForeignKey(ReconciliationRun, on_delete=models.CASCADE, related_name="findings")
     sku = models.ForeignKey("inventory.Sku", on_delete=models.PROTECT, null=True, blank=True)
     kind = models.CharField(max_length=32, choices=Kind.choices)
@@ -84,3 +82,26 @@ class Finding(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+
+class Alert(models.Model):
+    """One alert per finding or dead letter: the row is the claim. Inserted
+    before anything is sent (its unique key refuses a second sender), so an
+    alert goes out at most once, even with two runs at the same time."""
+
+    finding = models.OneToOneField(Finding, on_delete=models.CASCADE, null=True, blank=True, related_name="alert")
+    dead_letter = models.OneToOneField("inventory.DeadLetter", on_delete=models.CASCADE, null=True, blank=True,
+                                       related_name="alert")
+    created_at = models.DateTimeField(auto_now_add=True)
+    # What the channels answered; a failure is recorded, never retried.
+    outcome = models.CharField(max_length=255, blank=True, default="")
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [models.CheckConstraint(
+            condition=models.Q(finding__isnull=False) | models.Q(dead_letter__isnull=False),
+            name="alert_has_subject")]
+
+    def __str__(self) -> str:
+        return f"alert {self.pk}: " + (f"finding {self.finding_id}" if self.finding_id else
+                                       f"dead letter {self.dead_letter_id}")

@@ -15,6 +15,8 @@ PERIODIC_TASKS = (
     ("seckill: relay unsent outbox messages", "inventory.tasks.outbox_relay_task", "SECKILL_OUTBOX_SWEEP_SECONDS"),
     ("seckill: reconcile Redis and MySQL", "reconciliation.tasks.reconcile_task", "SECKILL_RECONCILE_SECONDS"),
     ("seckill: collect dead letters", "inventory.tasks.dead_letters_collect_task", "SECKILL_DEAD_LETTER_SWEEP_SECONDS"),
+    ("seckill: alert ops (dead letters, drift)", "reconciliation.tasks.alerts_send_task",
+     "SECKILL_DEAD_LETTER_SWEEP_SECONDS"),
 )
 
 

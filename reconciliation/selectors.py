@@ -2,44 +2,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta, tzinfo
 
-from django.db.models import Count
+from django.db.models import Count, Max, Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from inventory import redis_store
 from inventory.models import Sku
 from orders.models import Order
+from reconciliation import charts
 from reconciliation.models import Finding, ReconciliationRun, SkuReconciliation
+
+# The report's charts cover this many recent runs and draw at most this many SKUs.
+REPORT_RUNS = 50
+REPORT_MAX_CHARTS = 24
 
 
 def run_latest() -> ReconciliationRun | None:
     return ReconciliationRun.objects.filter(finished_at__isnull=False).first()
-
-
-@dataclass(frozen=True)
-class Series:
-    sku_id: str
-    points: list[tuple[int, int, bool]]  # (run id, drift, repaired)
-
-    def svg(self, width: int = 420, height: int = 80) -> dict:
-        """Coordinates for a server-rendered sparkline: drift around a zero line."""
-        if not self.points:
-            return {"polyline": "", "marks": [], "zero": height // 2, "max": 0}
-        peak = max(1, max(abs(d) for _, d, _ in self.points))
-        step = width / max(1, len(self.points) - 1)
-        mid = height / 2
-        coords = [(round(i * step, 1), round(mid - d / peak * (mid - 4), 1)) for i, (_, d, _) in enumerate(self.points)]
-        marks = [c for c, (_, _, rep) in zip(coords, self.points) if rep]
-        return {"polyline": " ".join(f"{x},{y}" for x, y in coords), "marks": marks, "zero": mid, "max": peak}
-
-
-def drift_series(*, runs: int = 50) -> list[Series]:
-    ids = list(ReconciliationRun.objects.filter(finished_at__isnull=False).values_list("pk", flat=True)[:runs])
-    rows = (SkuReconciliation.objects.filter(run_id__in=ids).order_by("sku_id", "run_id")
-            .values_list("sku_id", "run_id", "drift", "state"))
-    series: dict[str, list[tuple[int, int, bool]]] = {}
-    for sku_id, run_id, drift, state in rows:
-        series.setdefault(sku_id, []).append((run_id, drift, state in ("repaired", "rebuilt")))
-    return [Series(k, v) for k, v in sorted(series.items())]
 
 
 def run_findings(*, run: ReconciliationRun) -> list[Finding]:
@@ -50,15 +31,30 @@ def run_rows(*, run: ReconciliationRun) -> list[SkuReconciliation]:
     return list(run.rows.select_related("sku"))
 
 
-def report_context() -> dict:
+def report_context(*, tz: tzinfo, sku_id: str | None = None, runs: int = REPORT_RUNS,
+                   max_charts: int = REPORT_MAX_CHARTS) -> dict:
     """What the report page shows: the latest run, its rows and findings, the
-    drift of each SKU over the recent runs, and the recent runs."""
+    drift of each SKU over the recent runs (drifting SKUs first), one SKU's
+    buckets over those runs, and the recent runs. Chart ticks are labelled in `tz`."""
     latest = run_latest()
+    history = drift_history(runs=runs)
+    order = sorted(history, key=lambda k: (-max(abs(s.value) for s in history[k]),
+                                           not any(s.repaired for s in history[k]), k))
+    bucket_sku = sku_id if sku_id in history else (order[0] if order else None)
+    if bucket_sku in order:  # the SKU asked for is drawn first, whatever its drift
+        order.remove(bucket_sku)
+        order.insert(0, bucket_sku)
     return {
         "latest": latest,
         "rows": run_rows(run=latest) if latest else [],
         "findings": run_findings(run=latest) if latest else [],
-        "series": drift_series(),
+        "drift_charts": charts.drift_charts({k: history[k] for k in order[:max_charts]}, tz=tz),
+        "drift_hidden": max(0, len(order) - max_charts),
+        "history_skus": sorted(history),
+        "bucket_sku": bucket_sku,
+        "bucket_chart": charts.bucket_chart(bucket_history(sku_id=bucket_sku, runs=runs), tz=tz)
+        if bucket_sku else None,
+        "history_runs": runs,
         "runs": list(ReconciliationRun.objects.all()[:20]),
     }
 
@@ -100,36 +96,219 @@ def metrics_lines() -> list[str]:
     return lines
 
 
-# --- The stock dashboard ---------------------------------------------------------------
+# --- The live sale view (admin dashboard, polled) ------------------------------------------
 
+# Order statuses the view counts, in this order (MySQL never holds PROCESSING).
 DASHBOARD_STATUSES = ("PENDING_PAYMENT", "PAID", "CANCELLED", "EXPIRED", "FAILED")
+
+# Plain reads only (no row lock), a bounded number of queries whatever the number
+# of SKUs: one for the SKUs, one grouped count of their orders, one for their
+# latest reconciliation rows, one count of dead letters; Redis in two pipelined
+# round trips; the broker's queue depth over the process's probe connection.
+
+LIVE_SKU_LIMIT = 50
+# An ended SKU stays on the view this long after it ended (its last confirms).
+LIVE_ENDED_WITHIN = timedelta(hours=1)
+# Up to this many reservations in flight, the confirm lag is read exactly (every
+# entry); beyond, from the ones whose orphan deadline comes first (a lower bound).
+LIVE_LAG_EXACT_UPTO = 200
+LIVE_LAG_CANDIDATES = 32
+
+SALE_STATE_LABELS = {
+    "on_sale": _("on sale"), "sold_out": _("sold out"), "upcoming": _("upcoming"),
+    "ended": _("ended"), "paused": _("paused"), "active": _("active"),
+}
 
 
 @dataclass(frozen=True)
-class DashboardRow:
+class InflightFigures:
+    reservations: int
+    oldest_ms: int | None  # when the oldest reservation still in flight was accepted
+    exact: bool
+
+
+def live_skus(*, limit: int = LIVE_SKU_LIMIT) -> list[Sku]:
+    """The SKUs on sale or recently active, the most recently changed first, bounded."""
+    recent = timezone.now() - LIVE_ENDED_WITHIN
+    return list(Sku.objects.filter(~Q(status=Sku.Status.ENDED) | Q(status_changed_at__gte=recent))
+                .order_by("-updated_at", "sku_id")[:limit])
+
+
+def _inflight_figures(*, sku_ids: list[str]) -> tuple[dict[str, redis_store.LiveStock | None],
+                                                       dict[str, InflightFigures], int]:
+    """Each SKU's live stock, reservations in flight and oldest one, and Redis's
+    clock (ms), in two pipelined round trips.
+
+    Reads the in-flight hash and orphan-deadline zset by their names and entry
+    format from redis_store (read-only; a candidate for redis_store itself)."""
+    r = redis_store.redis()
+    pipe = r.pipeline(transaction=False)
+    pipe.time()
+    for sku_id in sku_ids:
+        k = redis_store.sku_keys(sku_id)
+        pipe.hmget(k.stock, *redis_store._LIVE_FIELDS)
+        pipe.hlen(k.inflight)
+        pipe.zrange(k.due, 0, LIVE_LAG_CANDIDATES - 1)
+    raw = pipe.execute()
+    secs, micros = raw[0]
+    now_ms = int(secs) * 1000 + int(micros) // 1000
+    live: dict[str, redis_store.LiveStock | None] = {}
+    counts: dict[str, int] = {}
+    candidates: dict[str, list] = {}
+    for i, sku_id in enumerate(sku_ids):
+        vals, n, due = raw[1 + 3 * i: 4 + 3 * i]
+        live[sku_id] = None if vals[0] is None else redis_store.LiveStock(*(int(v or 0) for v in vals))
+        counts[sku_id] = int(n)
+        candidates[sku_id] = list(due)
+    busy = [s for s in sku_ids if counts[s]]
+    figures = {s: InflightFigures(0, None, True) for s in sku_ids}
+    if busy:
+        pipe = r.pipeline(transaction=False)
+        for sku_id in busy:
+            k = redis_store.sku_keys(sku_id)
+            if counts[sku_id] <= LIVE_LAG_EXACT_UPTO:
+                pipe.hgetall(k.inflight)
+            else:
+                pipe.hmget(k.inflight, candidates[sku_id] or ["-"])
+        for sku_id, got in zip(busy, pipe.execute()):
+            exact = counts[sku_id] <= LIVE_LAG_EXACT_UPTO
+            pairs = got.items() if exact else zip(candidates[sku_id], got)
+            times = [redis_store.Reservation.from_entry(sku_id, oid, e).reserved_ms for oid, e in pairs if e]
+            figures[sku_id] = InflightFigures(counts[sku_id], min(times) if times else None, exact)
+    return live, figures, now_ms
+
+
+@dataclass(frozen=True)
+class LiveRow:
     sku: Sku
     live: redis_store.LiveStock | None
+    inflight: InflightFigures
     orders_by_status: dict[str, int]
+    check: SkuReconciliation | None  # the latest reconciliation row of this SKU
+    now_ms: int
+
+    @property
+    def sale_state(self) -> str:
+        from inventory.selectors import SkuView
+
+        return SkuView(sku=self.sku, live=self.live).sale_state
+
+    @property
+    def taken(self) -> int:
+        """Reservations the gate accepted so far: the orders (every status; an
+        order exists once confirmed) plus those still in flight. Rises with each
+        accepted click; the page turns successive readings into clicks per second."""
+        return sum(self.orders_by_status.values()) + self.inflight.reservations
+
+    @property
+    def confirm_lag_ms(self) -> int:
+        if self.inflight.oldest_ms is None:
+            return 0
+        return max(0, self.now_ms - self.inflight.oldest_ms)
 
     @property
     def status_counts(self) -> list[int]:
-        """Counts in the order of DASHBOARD_STATUSES (MySQL never holds PROCESSING)."""
         return [self.orders_by_status.get(s, 0) for s in DASHBOARD_STATUSES]
 
-    @property
-    def drift(self) -> int | None:
-        """Redis available minus what MySQL implies (MySQL available minus in flight)."""
-        if self.live is None:
-            return None
-        return self.live.available - (self.sku.available_stock - self.live.inflight)
+    def as_json(self) -> dict:
+        from django.utils.formats import date_format
+
+        sku, check = self.sku, self.check
+        return {
+            "sku_id": sku.sku_id,
+            "name": sku.name,
+            "sale_state": self.sale_state,
+            "sale_state_label": str(SALE_STATE_LABELS.get(self.sale_state, self.sale_state)),
+            "buckets": {"total": sku.total_stock, "available": sku.available_stock, "frozen": sku.frozen_stock,
+                        "locked": sku.locked_stock, "sold": sku.sold_stock},
+            "redis_available": self.live.available if self.live else None,
+            "in_flight": self.inflight.reservations,
+            "confirm_lag_ms": self.confirm_lag_ms,
+            "confirm_lag_exact": self.inflight.exact,
+            "taken": self.taken,
+            "orders": dict(zip(DASHBOARD_STATUSES, self.status_counts)),
+            "drift": None if check is None else {
+                "value": check.drift, "state": check.state, "state_label": str(check.get_state_display()),
+                "run_id": check.run_id,
+                "at": date_format(timezone.localtime(check.run.finished_at or check.run.started_at),
+                                  "DATETIME_FORMAT"),
+            },
+        }
 
 
-def dashboard_rows() -> list[DashboardRow]:
-    """Live SKUs with both stores' figures and their orders by status (one
-    grouped query, no row lock)."""
-    skus = list(Sku.objects.exclude(status=Sku.Status.ENDED).order_by("sku_id"))
+def live_rows() -> tuple[list[LiveRow], int]:
+    """The live SKUs with both stores' figures (no row lock) and Redis's clock (ms)."""
+    skus = live_skus()
+    ids = [s.sku_id for s in skus]
+    if not ids:
+        return [], int(timezone.now().timestamp() * 1000)
     counts: dict[str, dict[str, int]] = {}
-    for row in Order.objects.filter(sku__in=skus).values("sku_id", "status").annotate(n=Count("pk")):
+    for row in Order.objects.filter(sku_id__in=ids).values("sku_id", "status").annotate(n=Count("pk")):
         counts.setdefault(row["sku_id"], {})[row["status"]] = row["n"]
-    live = redis_store.live_stock_many(sku_ids=[s.sku_id for s in skus]) if skus else {}
-    return [DashboardRow(s, live.get(s.sku_id), counts.get(s.sku_id, {})) for s in skus]
+    latest_ids = (SkuReconciliation.objects.filter(sku_id__in=ids).values("sku_id")
+                  .annotate(last=Max("pk")).values("last"))
+    checks = {c.sku_id: c for c in SkuReconciliation.objects.filter(pk__in=latest_ids).select_related("run")}
+    live, inflight, now_ms = _inflight_figures(sku_ids=ids)
+    rows = [LiveRow(s, live.get(s.sku_id), inflight[s.sku_id], counts.get(s.sku_id, {}), checks.get(s.sku_id),
+                    now_ms) for s in skus]
+    return sorted(rows, key=lambda r: r.sku.sku_id), now_ms
+
+
+def dead_letters_count() -> int:
+    """Dead letters still waiting for ops (not replayed or discarded yet)."""
+    from inventory.models import DeadLetter
+
+    return DeadLetter.objects.filter(status=DeadLetter.Status.OPEN).count()
+
+
+def confirm_queue_depth() -> int | None:
+    """Messages waiting in the confirm queue; None when the broker cannot be asked."""
+    from inventory import messages
+
+    try:
+        return messages.confirm_queue_depth().messages
+    except Exception:  # the page reports the broker as unreachable, it does not fail
+        return None
+
+
+def live_sale() -> dict:
+    """Everything the live sale view shows, as JSON-ready data."""
+    from django.utils.formats import date_format
+
+    rows, now_ms = live_rows()
+    return {
+        "generated_at": date_format(timezone.localtime(), "DATETIME_FORMAT"),
+        "now_ms": now_ms,
+        "queue_depth": confirm_queue_depth(),
+        "dead_letters": dead_letters_count(),
+        "skus": [r.as_json() for r in rows],
+    }
+
+
+# --- The report's history (its charts) -------------------------------------------------
+
+def history_run_ids(*, runs: int) -> list[int]:
+    """The latest `runs` finished runs."""
+    return list(ReconciliationRun.objects.filter(finished_at__isnull=False).values_list("pk", flat=True)[:runs])
+
+
+def drift_history(*, runs: int = REPORT_RUNS) -> dict[str, list[charts.Sample]]:
+    """Each SKU's drift at each of the recent runs (at the run's start), and
+    whether that run repaired it."""
+    rows = (SkuReconciliation.objects.filter(run_id__in=history_run_ids(runs=runs))
+            .order_by("sku_id", "run__started_at", "run_id")
+            .values_list("sku_id", "run_id", "run__started_at", "drift", "state"))
+    repaired = (SkuReconciliation.State.REPAIRED, SkuReconciliation.State.REBUILT)
+    out: dict[str, list[charts.Sample]] = {}
+    for sku_id, run_id, at, drift, state in rows:
+        out.setdefault(sku_id, []).append(charts.Sample(run_id, at, drift, state in repaired))
+    return out
+
+
+def bucket_history(*, sku_id: str, runs: int = REPORT_RUNS) -> list[charts.BucketSample]:
+    """One SKU's MySQL buckets as each of the recent runs recorded them."""
+    rows = (SkuReconciliation.objects.filter(run_id__in=history_run_ids(runs=runs), sku_id=sku_id)
+            .order_by("run__started_at", "run_id")
+            .values_list("run_id", "run__started_at", "mysql_available", "mysql_frozen", "mysql_locked",
+                         "mysql_sold"))
+    return [charts.BucketSample(*row) for row in rows]

@@ -20,6 +20,7 @@ from inventory.services.skus import sku_sale_data_push, stock_warm
 from orders import selectors as order_selectors
 from orders.models import Order
 from orders.services.confirm import reservations_settle_known
+from reconciliation import alerts
 from reconciliation.models import Finding, ReconciliationRun, SkuReconciliation
 
 logger = logging.getLogger(__name__)
@@ -123,7 +124,10 @@ class ReconciliationBusy(Exception):
     """Another reconciliation run holds the lock."""
 
 
-LOCK_NAME = "seckill:reconciliation"
+def _lock_name() -> str:
+    # A named lock is server-wide: the database's name keeps two deployments
+    # (or test runs) on one MariaDB server from blocking each other.
+    return f"seckill:reconciliation:{connection.settings_dict['NAME']}"[:64]
 
 
 @contextmanager
@@ -131,7 +135,7 @@ def _run_lock():
     """One run at a time across processes (beat, the admin button, the command):
     a MySQL named lock, released by the server if the process dies."""
     with connection.cursor() as cur:
-        cur.execute("SELECT GET_LOCK(%s, 0)", [LOCK_NAME])
+        cur.execute("SELECT GET_LOCK(%s, 0)", [_lock_name()])
         got = cur.fetchone()[0] == 1
     if not got:
         raise ReconciliationBusy("another reconciliation is running")
@@ -140,7 +144,7 @@ def _run_lock():
     finally:
         try:
             with connection.cursor() as cur:
-                cur.execute("SELECT RELEASE_LOCK(%s)", [LOCK_NAME])
+                cur.execute("SELECT RELEASE_LOCK(%s)", [_lock_name()])
         except Exception:  # connection lost: the server released it already
             pass
 
@@ -152,7 +156,11 @@ def reconciliation_run(*, trigger: str, observe_gap_s: float = 0.3,
     previous run saw the same shortfall. Raises ReconciliationBusy when another
     run is going on."""
     with _run_lock():
-        return _run(trigger=trigger, observe_gap_s=observe_gap_s, sku_ids=sku_ids)
+        run = _run(trigger=trigger, observe_gap_s=observe_gap_s, sku_ids=sku_ids)
+    # After the findings are committed and outside the run lock: a slow mail
+    # server delays no run, and an alert is claimed once (reconciliation.alerts).
+    transaction.on_commit(lambda: alerts.alerts_send(run_id=run.pk))
+    return run
 
 
 def _run(*, trigger: str, observe_gap_s: float, sku_ids: list[str] | None) -> ReconciliationRun:
@@ -174,7 +182,7 @@ def _run(*, trigger: str, observe_gap_s: float, sku_ids: list[str] | None) -> Re
         for sku_id in live:
             findings += _reconcile_sku(run, sku_id, observe_gap_s)
             run.skus_checked += 1
-        dead = DeadLetter.objects.count()
+        dead = DeadLetter.objects.filter(status=DeadLetter.Status.OPEN).count()
         if dead:
             findings.append(Finding(run=run, kind=Finding.Kind.DEAD_LETTERS, mysql_value=dead,
                                     detail=f"{dead} dead letter(s) in the admin"))

@@ -3,7 +3,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from inventory import redis_store
-from reconciliation import services
+from reconciliation import alerts, services
 from reconciliation.models import ReconciliationRun
 
 
@@ -24,3 +24,12 @@ def reconcile_task() -> dict:
     finally:
         redis_store.sweep_ran(task="reconciliation.tasks.reconcile_task")
     return {"run": run.pk, "repairs": run.repairs, "alerts": run.alerts}
+
+
+@shared_task(name="reconciliation.tasks.alerts_send_task", expires=120)
+def alerts_send_task() -> dict:
+    """New dead letters (and any alert finding a run could not send) to ops,
+    each at most once."""
+    sent = alerts.alerts_send()
+    redis_store.sweep_ran(task="reconciliation.tasks.alerts_send_task")
+    return sent

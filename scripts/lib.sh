@@ -95,6 +95,15 @@ ensure_venv() {
   fi
 }
 
+ensure_messages() {
+  # The translation catalogues (locale/*/LC_MESSAGES/django.po) compiled to .mo;
+  # the compiled files are committed too, so this only matters after an edit.
+  [ -d "$PROJECT_DIR/locale" ] || return 0
+  command -v msgfmt >/dev/null || { log "installing gettext"; apt_install gettext; }
+  (cd "$PROJECT_DIR" && DJANGO_SETTINGS_MODULE="${DJANGO_SETTINGS_MODULE:-seckill_site.settings.local}" \
+    "$PY" manage.py compilemessages -v 0 --ignore=.venv --ignore=var >/dev/null)
+}
+
 ensure_database() {  # name
   mariadb -uroot -h127.0.0.1 -e "CREATE DATABASE IF NOT EXISTS \`$1\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
 }

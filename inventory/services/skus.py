@@ -10,6 +10,7 @@ from typing import Callable
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from inventory import redis_store, selectors
 from core.errors import SkuNotFound, StockActionRefused
@@ -165,3 +166,115 @@ def snapshot_rebuild(*, sku_id: str, actor: str) -> None:
         redis_store.warm_lock_release(sku_id=sku_id, token=token)
     stock_warm(sku_id=sku_id)
     logger.warning("snapshot of %s rebuilt by %s", sku_id, actor)
+
+
+# --- bulk import ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SkuSpec:
+    """One new SKU as an import file describes it (already parsed into types)."""
+
+    sku_id: str
+    stock: int
+    name: str = ""
+    per_user_limit: int = 1
+    price: Decimal = Decimal(0)
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    status: str = Sku.Status.ACTIVE
+
+
+class SkuImportRefused(Exception):
+    """The file is refused as a whole: `errors` maps a row's index (as given) to
+    {field: [messages]}. Nothing was written anywhere."""
+
+    def __init__(self, errors: dict[int, dict[str, list[str]]]):
+        super().__init__(f"{len(errors)} row(s) refused")
+        self.errors = errors
+
+
+def sku_spec_errors(*, spec: SkuSpec) -> dict[str, list[str]]:
+    """The rules a new SKU must meet (the add form's and create_sku's rules),
+    by field. Existence in MySQL is checked by `skus_import`."""
+    errors: dict[str, list[str]] = {}
+
+    def add(field_name: str, message: str) -> None:
+        errors.setdefault(field_name, []).append(message)
+
+    sku_id = spec.sku_id or ""
+    if not sku_id:
+        add("sku_id", _("The SKU id is required."))
+    elif len(sku_id) > 64 or sku_id != sku_id.strip() or not sku_id.isprintable():
+        add("sku_id", _("Use 1 to 64 printable characters without surrounding spaces."))
+    if spec.stock is None or spec.stock < 0:
+        add("stock", _("Give the initial stock (0 or more)."))
+    if spec.per_user_limit is None or spec.per_user_limit < 1:
+        add("per_user_limit", _("The per-user limit must be 1 or more."))
+    if spec.price is None or spec.price < 0:
+        add("price", _("The price cannot be negative."))
+    if spec.status not in Sku.Status.values:
+        add("status", _("Unknown status (use one of: %(choices)s).") % {"choices": ", ".join(Sku.Status.values)})
+    if len(spec.name or "") > 200:
+        add("name", _("At most 200 characters."))
+    if spec.ends_at is not None:
+        if spec.starts_at is not None and spec.ends_at <= spec.starts_at:
+            add("sale_ends_at", _("The sale must end after it starts."))
+        elif spec.starts_at is None and spec.ends_at <= timezone.now():
+            add("sale_ends_at", _("The sale must end in the future."))
+    return errors
+
+
+def skus_import_errors(*, specs: dict[int, SkuSpec]) -> dict[int, dict[str, list[str]]]:
+    """Every row's errors: its own rules, an id twice in the file, an id MySQL has."""
+    errors: dict[int, dict[str, list[str]]] = {}
+    first_row: dict[str, int] = {}
+    for index, spec in specs.items():
+        row = sku_spec_errors(spec=spec)
+        if spec.sku_id in first_row:
+            row.setdefault("sku_id", []).append(
+                _("SKU %(sku_id)s is already in row %(row)s of this file.") % {"sku_id": spec.sku_id,
+                                                                               "row": first_row[spec.sku_id]})
+        else:
+            first_row[spec.sku_id] = index
+        if row:
+            errors[index] = row
+    existing = set(Sku.objects.filter(sku_id__in=list(first_row)).values_list("sku_id", flat=True))
+    for sku_id in existing:
+        errors.setdefault(first_row[sku_id], {}).setdefault("sku_id", []).append(
+            _("SKU %(sku_id)s already exists; the import only creates SKUs (change it in its page, "
+              "move its stock with the stock actions).") % {"sku_id": sku_id})
+    return errors
+
+
+def skus_import(*, specs: dict[int, SkuSpec], actor: str) -> list[Sku]:
+    """Create every SKU of an import file, or none.
+
+    All rows are checked first; if any is refused, nothing is written (MySQL or
+    Redis) and SkuImportRefused names the rows. Then every SKU is made by
+    `sku_create` (its log row, its registry entry) in one transaction, so a
+    failure half-way rolls them all back; the snapshots are warmed only once
+    that transaction committed (sku_create's on_commit).
+    """
+    errors = skus_import_errors(specs=specs)
+    if errors:
+        raise SkuImportRefused(errors)
+    created: list[Sku] = []
+    try:
+        with transaction.atomic(durable=True):
+            for spec in specs.values():
+                created.append(sku_create(
+                    sku_id=spec.sku_id, stock=spec.stock, name=spec.name, per_user_limit=spec.per_user_limit,
+                    price=spec.price, starts_at=spec.starts_at, ends_at=spec.ends_at, status=spec.status,
+                    actor=actor))
+    except redis_store.RedisError as exc:
+        # Only a warm-up run by on_commit talks to Redis unguarded, so the rows
+        # are committed; the hooks after the failing one did not run. Warm what
+        # can be warmed below; the rest loads on first use (stock_warm).
+        logger.warning("import by %s committed, a warm-up failed: %r", actor, exc)
+    logger.info("%s imported %d SKU(s)", actor, len(created))
+    for sku in created:
+        try:
+            stock_warm(sku_id=sku.sku_id)  # a no-op where the snapshot is there
+        except redis_store.RedisError as exc:
+            logger.warning("snapshot of imported %s not warmed: %r", sku.sku_id, exc)
+    return created

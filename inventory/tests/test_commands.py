@@ -64,3 +64,59 @@ def test_warm_stock_loads_what_is_absent(live_db):
     assert "already warm" in run("warm_stock", sku_id)
     with pytest.raises(CommandError, match="unknown"):
         run("warm_stock", unique("nope"))
+
+
+# --- Progress: on stderr, at most a line a second plus a last one; stdout keeps its contract ---
+
+def run_both(*args) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_create_buyers_prints_only_tokens_on_stdout_and_progress_on_stderr(live_db):
+    out, err = run_both("create_buyers", "--count", "3", "--prefix", unique("p"))
+    tokens = out.split()
+    assert len(tokens) == 3 and all(len(t) == 40 and int(t, 16) >= 0 for t in tokens), out
+    assert err.splitlines()[-1] == "3/3 buyers"
+
+
+def test_warm_stock_reports_progress_on_stderr(live_db):
+    sku_id = unique("C")
+    run("create_sku", sku_id, "--stock", "2")
+    out, err = run_both("warm_stock", sku_id)
+    assert out == f"{sku_id}: already warm, available=2\n"
+    assert err.splitlines() == ["1/1 SKUs"]
+
+
+def test_reconcile_reports_progress_on_stderr_while_it_runs(live_db, monkeypatch):
+    import re
+    import time
+
+    from reconciliation import services
+
+    run("create_sku", unique("C"), "--stock", "1")
+    run("create_sku", unique("C"), "--stock", "1")
+    real = services.reconciliation_run
+
+    def slow(**kw):  # a run long enough for the once-a-second line (a real one: many SKUs)
+        time.sleep(1.3)
+        return real(**kw)
+
+    monkeypatch.setattr(services, "reconciliation_run", slow)
+    # The run lock is a MariaDB named lock, server-wide: a run of another test
+    # session on the same server may hold it for a moment.
+    for _ in range(10):
+        try:
+            out, err = run_both("reconcile")
+            break
+        except CommandError as exc:
+            assert "another reconciliation is running" in str(exc)
+            time.sleep(0.5)
+    else:
+        pytest.fail("the reconciliation lock stayed taken")
+    *during, last = err.splitlines()
+    done = re.fullmatch(r"(\d+)/(\d+) SKUs in [\d.]+ s", last)
+    assert done and done[1] == done[2] and int(done[2]) >= 2, err
+    assert during and all(re.fullmatch(rf"\d+/{done[2]} SKUs", line) for line in during), err
+    assert out.startswith("run ") and "SKUs" not in out  # stdout: the summary, as before

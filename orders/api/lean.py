@@ -12,12 +12,14 @@ keep describing them for the schema.
 from __future__ import annotations
 
 import json
+from time import perf_counter
 
 from django.http import HttpRequest, HttpResponse
 from rest_framework import exceptions
 
 from accounts.authentication import authenticate_request
 from core.exception_handler import STORE_ERRORS, error_response
+from core.metrics import purchase_observed
 from core.parsers import read_json
 from orders import selectors
 from orders.api.input import idempotency_key_of, order_input, pay_input
@@ -43,6 +45,7 @@ def _authenticated(request: HttpRequest, *, purchase: bool = False):
 
 def place(request: HttpRequest) -> HttpResponse:
     """Take stock and answer 202 PROCESSING (or what the key made before)."""
+    started = perf_counter()
     try:
         user, auth = _authenticated(request, purchase=True)
         sku_id, quantity = order_input(read_json(request.META, request))
@@ -64,9 +67,12 @@ def place(request: HttpRequest) -> HttpResponse:
             if current is not None:
                 body["status"] = current.status
                 body["created_at"] = iso_utc(current.created_at)
-        return _json(202, body)
+        response, outcome = _json(202, body), "accepted" if placed.created else "replayed"
     except Exception as exc:
-        return _json(*error_response(exc))
+        status, body, headers = error_response(exc)
+        response, outcome = _json(status, body, headers), body["code"]
+    purchase_observed(outcome=outcome, started=started)
+    return response
 
 
 def baseline(request: HttpRequest) -> HttpResponse:

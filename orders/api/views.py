@@ -12,7 +12,6 @@ from orders import selectors
 from orders.api import lean
 from orders.api.output import order_body
 from orders.api.serializers import ErrorBody, OrderAccepted, OrderOutput, OrderPlaceInput
-from orders.services import life
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key", str, OpenApiParameter.HEADER, required=True,

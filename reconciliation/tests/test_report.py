@@ -71,3 +71,35 @@ def test_admin_button_runs_a_reconciliation(live_db, make_sku):
     r = c.post("/admin/reconciliation/reconciliationrun/run-now/")
     assert r.status_code == 302 and ReconciliationRun.objects.count() == before + 1
     assert c.get(r.url).status_code == 200
+
+
+def test_report_charts_the_chosen_sku_in_the_active_time_zone(make_sku, live_db):
+    from zoneinfo import ZoneInfo
+
+    from django.utils import timezone
+
+    sku = make_sku(stock=6)
+    from reconciliation.tests.test_report_browser import when_free
+
+    run = when_free(lambda: reconciliation_run(trigger="command", observe_gap_s=0.01, sku_ids=[sku.sku_id]))
+    c = Client()
+    c.force_login(get_user(make_staff("support")[0]))
+    with timezone.override(ZoneInfo("Asia/Shanghai")):
+        r = c.get("/reconciliation/", {"sku": sku.sku_id})
+    assert r.status_code == 200 and r.context["bucket_sku"] == sku.sku_id
+    html = r.content.decode()
+    local = timezone.localtime(run.started_at, ZoneInfo("Asia/Shanghai"))
+    assert f'<time datetime="{local.isoformat()}">{local:%Y-%m-%d %H:%M:%S}</time>' in html
+    assert f'id="buckets-{sku.sku_id}"' in html and "run start time (Asia/Shanghai)" in html
+    assert 'class="breadcrumbs"' in html and 'id="user-tools"' in html
+    # an unknown SKU falls back to a charted one instead of failing
+    r = c.get("/reconciliation/", {"sku": "<no such sku>"})
+    assert r.status_code == 200 and r.context["bucket_sku"] in r.context["history_skus"]
+    r = c.get(f"/reconciliation/runs/{run.pk}/")
+    assert r.status_code == 200 and f"Run #{run.pk}" in r.content.decode()
+
+
+def get_user(username: str):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get(username=username)

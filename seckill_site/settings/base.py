@@ -34,6 +34,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "import_export",
     "django_celery_beat",
     "axes",
     "core",
@@ -47,6 +49,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The admin and the report in the browser's language (English or zh-hans).
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -128,6 +132,8 @@ LANGUAGE_CODE = os.environ.get("LANGUAGE_CODE", "en-us")
 TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
@@ -155,6 +161,13 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Flash-sale orders and stock. Errors are {code, detail}.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and Redoc from the drf-spectacular-sidecar package: nothing
+    # is fetched from the internet when /api/docs/ is opened.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # Swagger UI would send the schema to its public validator otherwise.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
 # --- Seckill domain -------------------------------------------------------
@@ -220,6 +233,21 @@ SECKILL_MAX_BODY_BYTES = env_int("SECKILL_MAX_BODY_BYTES", 16384)
 SECKILL_BENCH_ENDPOINTS = env_bool("SECKILL_BENCH_ENDPOINTS", False)
 # Demo users (seed_demo) exist only where a settings module allows them.
 SECKILL_DEMO_USERS = False
+
+# Alerts (reconciliation.alerts): stable drifts, alert findings and new dead
+# letters go to ADMINS by mail and, when set, as a JSON POST to this URL.
+SECKILL_ALERT_WEBHOOK = os.environ.get("SECKILL_ALERT_WEBHOOK", "")
+SECKILL_ALERT_WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("SECKILL_ALERT_WEBHOOK_TIMEOUT_SECONDS", "2"))
+# "Name <a@example.com>,Other <b@example.com>"
+from email.utils import getaddresses  # noqa: E402
+
+ADMINS = [getaddresses([a])[0] for a in os.environ.get("SECKILL_ADMINS", "").split(",") if a.strip()]
+SERVER_EMAIL = os.environ.get("SERVER_EMAIL", "seckill@localhost")
+# Without an SMTP server configured, mail goes to the log (console), never lost silently in a test.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 5)
 
 LOGGING = {
     "version": 1,

@@ -1,4 +1,5 @@
 import secrets
+import time
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -7,7 +8,8 @@ from rest_framework.authtoken.models import Token
 
 
 class Command(BaseCommand):
-    help = "Create N buyer users and print one API token per line."
+    help = ("Create N buyer users and print one API token per line. Progress goes to "
+            "stderr (at most a line a second, and a last one), so stdout stays the tokens.")
 
     def add_arguments(self, parser):
         parser.add_argument("--count", type=int, required=True)
@@ -19,6 +21,7 @@ class Command(BaseCommand):
         User = get_user_model()
         batch = secrets.token_hex(4)
         tokens: list[str] = []
+        shown = time.monotonic()
         for start in range(0, count, 1000):
             n = min(1000, count - start)
             with transaction.atomic():
@@ -31,4 +34,7 @@ class Command(BaseCommand):
                 for user in users:
                     # One save per token so the Redis token record is written too.
                     tokens.append(Token.objects.create(user=user).key)
+            if len(tokens) == count or time.monotonic() - shown >= 1:
+                shown = time.monotonic()
+                self.stderr.write(f"{len(tokens)}/{count} buyers", style_func=str)
         self.stdout.write("\n".join(tokens))

@@ -1,0 +1,232 @@
+"""Dead letters ops can act on: replay one through the normal consumer path, or
+discard it with a reason. Either closes the letter for good (a conditional
+change of its status under its row lock), and who, when and why stay on it.
+
+Replaying a confirm must never sell a unit twice. A reservation becomes a dead
+letter after its confirm failed in MySQL, and its unit then went back to Redis
+(orders.services.confirm, `_decide_splitting`), which also marks it settled.
+So, reservation by reservation:
+
+- MySQL already decided it (a sale log row: an order, a refusal, a release):
+  nothing to do, the consumer would say the same.
+- Redis still holds it in flight (RabbitMQ dead-lettered the message): its unit
+  is still taken; publish it again and the consumer decides.
+- Redis marks it settled: its unit is back on sale, and the consumer skips a
+  settled reservation. It cannot be honoured: a refused sale log row records
+  that, and also makes any later copy of the confirm a no-op (the consumer reads
+  a sale log row without an order as "released"), so the buyer orders again.
+- Redis knows nothing of it (markers expired, data lost): take its units in
+  Redis first (once, keyed by the letter and the order), as the gate does, then
+  publish; the consumer makes an order or a FAILED refusal. Not enough units
+  in Redis: the refused log row, as above. At worst Redis ends below MySQL for a
+  while (under-sell), which reconciliation repairs; never above it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from kombu.exceptions import KombuError
+
+from core.errors import DomainError, Unavailable
+from inventory import messages, redis_store, signing
+from inventory.models import DeadLetter, InventoryLog, Sku
+from inventory.redis_store import Reservation
+
+logger = logging.getLogger(__name__)
+
+
+class DeadLetterClosed(DomainError):
+    code, http_status, message = "dead_letter_closed", 409, _("This dead letter was already resolved.")
+
+
+class DeadLetterNotReplayable(DomainError):
+    code, http_status, message = "dead_letter_not_replayable", 422, _("This dead letter cannot be replayed.")
+
+
+class DeadLetterReasonRequired(DomainError):
+    code, http_status, message = "dead_letter_reason_required", 400, _("Give the reason for discarding it.")
+
+
+@dataclass
+class ReplayOutcome:
+    published: list[str] = field(default_factory=list)     # confirms sent to the consumer
+    refused: list[str] = field(default_factory=list)       # could not be honoured: refused log row
+    decided_before: list[str] = field(default_factory=list)  # MySQL had decided them already
+    gives: int = 0                                          # gives sent to Redis again
+
+    def note(self) -> str:
+        parts = []
+        if self.published:
+            parts.append(f"confirm published again for {', '.join(self.published)}")
+        if self.refused:
+            parts.append(f"refused (unit no longer held): {', '.join(self.refused)}")
+        if self.decided_before:
+            parts.append(f"already decided: {', '.join(self.decided_before)}")
+        if self.gives:
+            parts.append(f"{self.gives} give(s) sent again")
+        return "; ".join(parts) or "nothing to replay"
+
+
+def _take_id(letter: DeadLetter, order_id: str) -> str:
+    return f"dead-letter:{letter.pk}:{order_id}"
+
+
+def _lock_open(dead_letter_id: int) -> DeadLetter:
+    letter = DeadLetter.objects.select_for_update().filter(pk=dead_letter_id).first()
+    if letter is None:
+        raise DeadLetterNotReplayable(_("No such dead letter."), dead_letter_id=dead_letter_id)
+    if letter.status != DeadLetter.Status.OPEN:
+        raise DeadLetterClosed(
+            _("Dead letter %(id)s was already %(status)s by %(who)s.") % {
+                "id": letter.pk, "status": letter.get_status_display(), "who": letter.resolved_by or "?"},
+            dead_letter_id=letter.pk, status=letter.status)
+    return letter
+
+
+def _close(letter: DeadLetter, *, status: str, actor: str, note: str) -> None:
+    letter.status = status
+    letter.resolved_by = actor[:150]
+    letter.resolved_at = timezone.now()
+    letter.resolution_note = note
+    letter.save(update_fields=["status", "resolved_by", "resolved_at", "resolution_note"])
+
+
+def _reservations(letter: DeadLetter) -> list[Reservation]:
+    """The reservations a confirm dead letter holds: one written by the confirm
+    (its fields), or a whole confirm message RabbitMQ dead-lettered (body and
+    signature header, verified again here)."""
+    p = letter.payload or {}
+    if "order_id" in p:
+        try:
+            return [Reservation(str(p["order_id"]), str(p["sku_id"]), int(p["user_id"]), int(p["quantity"]),
+                                str(p["idempotency_key"]), int(p["reserved_ms"]), int(p["epoch"]))]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DeadLetterNotReplayable(_("The reservation in this dead letter is malformed.")) from exc
+    body = p.get("body")
+    if isinstance(body, str):
+        try:
+            return messages.confirm_decode(body.encode("utf-8"), p.get("headers") or {})
+        except messages.BadMessage as exc:
+            raise DeadLetterNotReplayable(
+                _("This confirm message was refused (%(why)s): it is not replayed.") % {"why": exc}) from exc
+    raise DeadLetterNotReplayable(_("This confirm dead letter carries no reservation."))
+
+
+def _gives(letter: DeadLetter) -> list[dict]:
+    """The gives of a give task dead letter, their signature checked again."""
+    body = (letter.payload or {}).get("body")
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError as exc:
+            raise DeadLetterNotReplayable(_("The task body is not readable.")) from exc
+    try:
+        args = body[0] if isinstance(body, (list, tuple)) else body["args"]
+        payload, signature = args[0], args[1]
+        signing.verify(payload, signature)
+    except (KeyError, IndexError, TypeError) as exc:
+        raise DeadLetterNotReplayable(_("The task body is not readable.")) from exc
+    except signing.BadSignature as exc:
+        raise DeadLetterNotReplayable(_("The task's signature does not match: it is not replayed.")) from exc
+    return list(payload["gives"]) if letter.task_name == messages.GIVES_TASK else [payload]
+
+
+def _refuse(r: Reservation, *, actor: str, why: str) -> bool:
+    """The logged refusal of a reservation that cannot be honoured; False when
+    MySQL decided it meanwhile (its sale row exists)."""
+    try:
+        with transaction.atomic():
+            InventoryLog.objects.create(
+                sku_id=r.sku_id, operation=InventoryLog.Operation.DECR, quantity=r.quantity, order_id=r.order_id,
+                op_id=r.order_id, status=InventoryLog.Status.FAIL, reason=f"dead letter replay: {why}"[:255],
+                actor=actor[:150])
+        return True
+    except IntegrityError:
+        return False
+
+
+def _replay_confirm(letter: DeadLetter, *, actor: str, out: ReplayOutcome) -> None:
+    reservations = _reservations(letter)
+    decided = set(InventoryLog.objects.filter(
+        operation=InventoryLog.Operation.DECR, order_id__in=[r.order_id for r in reservations])
+        .values_list("order_id", flat=True))
+    known_skus = set(Sku.objects.filter(pk__in={r.sku_id for r in reservations}).values_list("pk", flat=True))
+    to_publish: list[Reservation] = []
+    for r in reservations:
+        if r.order_id in decided:
+            out.decided_before.append(r.order_id)
+            continue
+        if r.sku_id not in known_skus:
+            raise DeadLetterNotReplayable(_("SKU %(sku)s no longer exists in MySQL.") % {"sku": r.sku_id})
+        if redis_store.is_settled(sku_id=r.sku_id, order_id=r.order_id):
+            why = "settled in Redis, its unit went back on sale"
+            (out.refused if _refuse(r, actor=actor, why=why) else out.decided_before).append(r.order_id)
+            continue
+        if redis_store.inflight_find(candidates=[(r.sku_id, r.order_id)]):
+            to_publish.append(r)  # its unit is still taken in Redis
+            continue
+        take = _take_id(letter, r.order_id)
+        if not redis_store.is_applied(sku_id=r.sku_id, op_id=take):
+            live = redis_store.live_stock(sku_id=r.sku_id)
+            if live is None:
+                raise DeadLetterNotReplayable(
+                    _("Redis has no snapshot of %(sku)s: warm it, then replay again.") % {"sku": r.sku_id})
+            if live.available < r.quantity:
+                why = f"sold out in Redis ({live.available} left, {r.quantity} needed)"
+                (out.refused if _refuse(r, actor=actor, why=why) else out.decided_before).append(r.order_id)
+                continue
+            # Redis first, as the gate takes: a concurrent sale can only leave Redis lower.
+            redis_store.adjust_available(sku_id=r.sku_id, repair_id=take, delta=-r.quantity)
+        to_publish.append(r)
+    if to_publish:
+        messages.publish_confirms(to_publish)
+        out.published += [r.order_id for r in to_publish]
+
+
+def dead_letter_replay(*, dead_letter_id: int, actor: str) -> ReplayOutcome:
+    """Put a dead letter back through the normal consumer path, once.
+
+    Raises DeadLetterClosed when it was replayed or discarded before, and
+    DeadLetterNotReplayable (nothing changed) when it cannot be. A publish that
+    fails leaves the letter open (the Redis take, keyed by letter and order, is
+    not taken twice by the next attempt)."""
+    try:
+        with transaction.atomic(durable=True):
+            letter = _lock_open(dead_letter_id)
+            out = ReplayOutcome()
+            if letter.task_name == messages.CONFIRM_KIND:
+                _replay_confirm(letter, actor=actor, out=out)
+            elif letter.task_name in (messages.GIVES_TASK, messages.GIVE_TASK):
+                gives = _gives(letter)
+                # The same publish as the outbox relay; a give is idempotent by its op id.
+                messages.publish_gives(gives)
+                out.gives = len(gives)
+            else:
+                raise DeadLetterNotReplayable(
+                    _("Task %(task)s is not replayed from here (the beat sends sweeps again by itself); "
+                      "discard it.") % {"task": letter.task_name})
+            _close(letter, status=DeadLetter.Status.REPLAYED, actor=actor, note=out.note())
+    except (redis_store.RedisError, KombuError, OSError, TimeoutError) as exc:
+        # Rolled back: the letter stays open, and a replay later is safe.
+        logger.warning("dead letter %s not replayed: %r", dead_letter_id, exc)
+        raise Unavailable(_("Redis or the broker is unavailable; the dead letter stays open, "
+                            "replay it again later.")) from exc
+    logger.info("dead letter %s replayed by %s: %s", dead_letter_id, actor, out.note())
+    return out
+
+
+def dead_letter_discard(*, dead_letter_id: int, actor: str, reason: str) -> DeadLetter:
+    """Close a dead letter without replaying it; the reason is required."""
+    reason = (reason or "").strip()
+    if not reason:
+        raise DeadLetterReasonRequired(dead_letter_id=dead_letter_id)
+    with transaction.atomic(durable=True):
+        letter = _lock_open(dead_letter_id)
+        _close(letter, status=DeadLetter.Status.DISCARDED, actor=actor, note=reason)
+    logger.info("dead letter %s discarded by %s: %s", dead_letter_id, actor, reason)
+    return letter

@@ -1,0 +1,242 @@
+"""Dead letters ops act on: replay through the consumer (never selling a unit
+twice), discard with a reason; both audited, both once. Real servers and a
+real worker."""
+from __future__ import annotations
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.test import Client
+
+from conftest import assert_balanced, confirmed, publish, reserve_direct, settled, unique
+from inventory import messages, redis_store
+from inventory.models import DeadLetter, InventoryLog
+from inventory.services.dead_letters import (DeadLetterClosed, DeadLetterNotReplayable, DeadLetterReasonRequired,
+                                             dead_letter_discard, dead_letter_replay)
+from inventory.services.gives import dead_letter_record
+from orders.models import Order
+
+
+def confirm_dead_letter(r) -> DeadLetter:
+    """As `_decide_splitting` leaves a reservation whose confirm kept failing:
+    its unit given back to Redis (settled there), its fields in a dead letter."""
+    redis_store.settle(sku_id=r.sku_id, confirmed=[], given_back=[r.order_id])
+    return dead_letter_record(task_name="confirm", payload={
+        "order_id": r.order_id, "sku_id": r.sku_id, "user_id": r.user_id, "quantity": r.quantity,
+        "idempotency_key": r.idempotency_key, "reserved_ms": r.reserved_ms, "epoch": r.epoch},
+        reason="OperationalError: simulated")
+
+
+def forget_settlement(r) -> None:
+    """Redis lost its markers (their lifetime passed, or its data)."""
+    redis_store.redis().zrem(redis_store.sku_keys(r.sku_id).done, r.order_id)
+
+
+def sale_rows(order_id: str) -> list[tuple[str, str]]:
+    return list(InventoryLog.objects.filter(order_id=order_id, operation=InventoryLog.Operation.DECR)
+                .values_list("status", "reason"))
+
+
+def test_a_settled_reservation_is_refused_and_logged_never_sold_twice(worker, make_sku, make_buyers):
+    sku = make_sku(stock=5)
+    (buyer, _), = make_buyers(1)
+    r = reserve_direct(sku.sku_id, buyer.pk)
+    letter = confirm_dead_letter(r)
+    assert redis_store.live_stock(sku_id=sku.sku_id).available == 5  # the unit is back on sale
+
+    outcome = dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
+    assert outcome.refused == [r.order_id] and not outcome.published
+    [(status, reason)] = sale_rows(r.order_id)
+    assert status == InventoryLog.Status.FAIL and "dead letter replay" in reason
+    # A stray copy of the confirm changes nothing: the consumer reads the row as released.
+    publish(r)
+    settled(sku.sku_id)
+    letter.refresh_from_db()
+    assert (letter.status, letter.resolved_by) == (DeadLetter.Status.REPLAYED, "admin:test")
+    assert letter.resolved_at is not None and r.order_id in letter.resolution_note
+    assert not Order.objects.filter(pk=r.order_id).exists()
+    assert assert_balanced(sku.sku_id).available_stock == 5
+
+    with pytest.raises(DeadLetterClosed):
+        dead_letter_replay(dead_letter_id=letter.pk, actor="admin:other")
+    letter.refresh_from_db()
+    assert letter.resolved_by == "admin:test"
+
+
+def test_a_reservation_redis_forgot_is_taken_again_and_becomes_an_order(worker, make_sku, make_buyers):
+    sku = make_sku(stock=5)
+    (buyer, _), = make_buyers(1)
+    r = reserve_direct(sku.sku_id, buyer.pk)
+    letter = confirm_dead_letter(r)
+    forget_settlement(r)
+
+    outcome = dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
+    assert outcome.published == [r.order_id]
+    confirmed(r.order_id)
+    settled(sku.sku_id)
+    sku = assert_balanced(sku.sku_id)  # Redis took the unit first, MySQL second: 4 and 4
+    assert (sku.available_stock, sku.locked_stock) == (4, 1)
+
+    with pytest.raises(DeadLetterClosed):
+        dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
+    publish(r)  # and a copy of the message is the same order again
+    settled(sku.sku_id)
+    assert Order.objects.filter(user=buyer).count() == 1
+    assert assert_balanced(sku.sku_id).available_stock == 4
+
+
+def test_a_unit_sold_to_someone_else_meanwhile_is_not_sold_again(worker, make_sku, make_buyers):
+    sku = make_sku(stock=1)
+    (first, _), (second, _) = make_buyers(2)
+    r = reserve_direct(sku.sku_id, first.pk)
+    letter = confirm_dead_letter(r)
+    forget_settlement(r)
+    other = reserve_direct(sku.sku_id, second.pk)  # the unit that came back, sold again
+    publish(other)
+    confirmed(other.order_id)
+
+    outcome = dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
+    assert outcome.refused == [r.order_id]
+    assert sale_rows(r.order_id)[0][0] == InventoryLog.Status.FAIL
+    publish(r)
+    settled(sku.sku_id)
+    assert not Order.objects.filter(pk=r.order_id, status=Order.Status.PENDING_PAYMENT).exists()
+    sku = assert_balanced(sku.sku_id)
+    assert (sku.available_stock, sku.locked_stock) == (0, 1)
+
+
+def test_a_dead_lettered_message_still_in_flight_is_confirmed(worker, make_sku, make_buyers):
+    sku = make_sku(stock=3)
+    (buyer, _), = make_buyers(1)
+    r = reserve_direct(sku.sku_id, buyer.pk)  # taken in Redis; its message went to the dead-letter queue
+    body, headers = messages.confirm_encode([r])
+    letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": body.decode(), "headers": headers},
+                                reason="dead-lettered by RabbitMQ: delivery_limit")
+    assert dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test").published == [r.order_id]
+    confirmed(r.order_id)
+    settled(sku.sku_id)
+    assert assert_balanced(sku.sku_id).available_stock == 2
+
+
+def test_a_refused_message_is_not_replayable_and_stays_open(live_db):
+    letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": '{"v":1,"r":[]}'},
+                                reason="refused: unsigned message")
+    with pytest.raises(DeadLetterNotReplayable):
+        dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
+    letter.refresh_from_db()
+    assert letter.status == DeadLetter.Status.OPEN
+
+
+def test_discard_needs_a_reason_and_happens_once(live_db):
+    letter = dead_letter_record(task_name="confirm", payload={"body": "x"}, reason="refused: junk")
+    with pytest.raises(DeadLetterReasonRequired):
+        dead_letter_discard(dead_letter_id=letter.pk, actor="admin:test", reason="  ")
+    dead_letter_discard(dead_letter_id=letter.pk, actor="admin:test", reason="junk from a test client")
+    with pytest.raises(DeadLetterClosed):
+        dead_letter_discard(dead_letter_id=letter.pk, actor="admin:test", reason="again")
+    letter.refresh_from_db()
+    assert (letter.status, letter.resolution_note) == (DeadLetter.Status.DISCARDED, "junk from a test client")
+
+
+def ops_client() -> tuple[object, Client]:
+    user = get_user_model().objects.create_user(username=unique("ops"), password="pw", is_staff=True)
+    user.groups.add(Group.objects.get(name="ops"))
+    client = Client()
+    client.force_login(user)
+    return user, client
+
+
+def test_admin_discard_asks_a_reason_and_is_audited(live_db):
+    user, client = ops_client()
+    letter = dead_letter_record(task_name="confirm", payload={"body": "x"}, reason="refused: junk")
+    url = "/admin/inventory/deadletter/"
+    chosen = {"action": "discard", "_selected_action": [letter.pk]}
+
+    page = client.post(url, chosen)
+    assert page.status_code == 200 and b'name="reason"' in page.content
+    page = client.post(url, {**chosen, "apply": "1", "reason": ""})  # required
+    assert page.status_code == 200 and b"errorlist" in page.content
+    letter.refresh_from_db()
+    assert letter.status == DeadLetter.Status.OPEN
+
+    done = client.post(url, {**chosen, "apply": "1", "reason": "a test message, nothing to sell"})
+    assert done.status_code == 302
+    letter.refresh_from_db()
+    assert (letter.status, letter.resolved_by) == (DeadLetter.Status.DISCARDED, f"admin:{user.username}")
+    entries = LogEntry.objects.filter(object_id=str(letter.pk), user=user, content_type__model="deadletter")
+    assert [e.change_message for e in entries] == ["discarded: a test message, nothing to sell"]
+
+    client.post(url, {**chosen, "apply": "1", "reason": "twice"}, follow=True)
+    letter.refresh_from_db()
+    assert letter.resolution_note == "a test message, nothing to sell"
+    assert entries.count() == 1
+
+
+def test_admin_replay_is_audited_and_refused_the_second_time(worker, make_sku, make_buyers):
+    user, client = ops_client()
+    sku = make_sku(stock=2)
+    (buyer, _), = make_buyers(1)
+    r = reserve_direct(sku.sku_id, buyer.pk)
+    letter = confirm_dead_letter(r)
+    forget_settlement(r)
+    url = "/admin/inventory/deadletter/"
+    chosen = {"action": "replay", "_selected_action": [letter.pk]}
+    assert client.post(url, chosen).status_code == 302
+    confirmed(r.order_id)
+    page = client.post(url, chosen, follow=True)
+    assert "already" in page.content.decode()
+    entries = LogEntry.objects.filter(object_id=str(letter.pk), user=user, content_type__model="deadletter")
+    assert entries.count() == 1 and entries[0].change_message.startswith("replayed:")
+    settled(sku.sku_id)
+    assert assert_balanced(sku.sku_id).available_stock == 1
+
+
+def test_support_cannot_replay(live_db):
+    user = get_user_model().objects.create_user(username=unique("support"), password="pw", is_staff=True)
+    user.groups.add(Group.objects.get(name="support"))
+    client = Client()
+    client.force_login(user)
+    letter = dead_letter_record(task_name="confirm", payload={"body": "x"}, reason="refused: junk")
+    client.post("/admin/inventory/deadletter/", {"action": "discard", "_selected_action": [letter.pk],
+                                                  "apply": "1", "reason": "no"})
+    letter.refresh_from_db()
+    assert letter.status == DeadLetter.Status.OPEN
+
+
+def gives_dead_letter(payloads: list[dict], *, signature: str | None = None) -> DeadLetter:
+    """A gives task as `dead_letters_collect` stores it (Celery's JSON body: args, kwargs, embed)."""
+    from inventory import signing
+
+    body = {"gives": payloads}
+    return dead_letter_record(task_name=messages.GIVES_TASK,
+                              payload={"body": [[body, signature or signing.sign(body)], {}, {}], "id": "t"},
+                              reason="dead-lettered by RabbitMQ: delivery_limit")
+
+
+def test_a_give_task_replayed_reaches_redis_once(worker, make_sku):
+    from unittest import mock
+
+    from conftest import wait_until
+    from inventory.models import OutboxMessage
+    from inventory.services import stock
+
+    sku = make_sku(stock=2)
+    with mock.patch("inventory.messages.publish_gives"):  # the give's message is lost on the way
+        op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
+    assert redis_store.live_stock(sku_id=sku.sku_id).available == 2
+    letter = gives_dead_letter([OutboxMessage.objects.get(op_id=op_id).payload])
+    assert dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test").gives == 1
+    wait_until(lambda: InventoryLog.objects.get(op_id=op_id).status == InventoryLog.Status.SUCCESS,
+               what="give applied")
+    with pytest.raises(DeadLetterClosed):
+        dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
+    assert assert_balanced(sku.sku_id).available_stock == 5
+
+
+def test_a_give_task_with_a_bad_signature_is_not_replayed(live_db):
+    letter = gives_dead_letter([{"sku_id": "x", "op_id": "y", "quantity": 999}], signature="0" * 64)
+    with pytest.raises(DeadLetterNotReplayable):
+        dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
+    letter.refresh_from_db()
+    assert letter.status == DeadLetter.Status.OPEN

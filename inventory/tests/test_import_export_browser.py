@@ -1,0 +1,65 @@
+"""Exporting SKUs as a person does, in headless Chromium (Debian's): the file
+Chromium downloads matches the database."""
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from conftest import browser_login as login, make_staff, unique, wait_until
+from inventory.models import Sku
+from inventory.services import skus
+from inventory.services import stock as stock_services
+
+pytestmark = [pytest.mark.browser, pytest.mark.web]
+
+BUCKETS = ("total_stock", "available_stock", "frozen_stock", "locked_stock", "sold_stock")
+
+
+@pytest.fixture
+def downloading_browser(tmp_path):
+    """The conftest browser, with downloads going to tmp_path."""
+    from conftest import chromium, chromium_quit
+
+    driver, profile = chromium(prefs={"download.default_directory": str(tmp_path),
+                                      "download.prompt_for_download": False, "download.directory_upgrade": True,
+                                      "safebrowsing.enabled": False})
+    yield driver, tmp_path
+    chromium_quit(driver, profile)
+
+
+def test_ops_exports_the_filtered_sku_list_as_csv(downloading_browser, web, live_db):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser, downloads = downloading_browser
+    base = f"http://127.0.0.1:{web.port}"
+    prefix = unique("BREXP")
+    for i in range(3):
+        skus.sku_create(sku_id=f"{prefix}-{i}", stock=20 + i, name=f"Browser {i}")
+    stock_services.stock_freeze(sku_id=f"{prefix}-1", quantity=4, reason="hold", actor="t")
+    user, password = make_staff("ops")
+    login(browser, base, user, password)
+    browser.get(f"{base}/admin/inventory/sku/?q={prefix}")
+    browser.find_element(By.CSS_SELECTOR, "a.export_link").click()
+    Select(browser.find_element(By.NAME, "format")).select_by_visible_text("csv")
+    browser.find_element(By.CSS_SELECTOR, "form input[type=submit]").click()
+
+    def downloaded():
+        # Chromium may name the file before it has written it: done once no
+        # partial download is left and the file has its header and rows.
+        files = list(downloads.iterdir())
+        done = [p for p in files if p.suffix == ".csv"]
+        if not done or any(p.suffix == ".crdownload" for p in files):
+            return None
+        text = done[0].read_text(encoding="utf-8-sig")
+        return text if text.count("\n") >= 4 else None
+
+    text = wait_until(downloaded, timeout=30, what="the CSV download")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    expected = {s.sku_id: {b: str(getattr(s, b)) for b in BUCKETS}
+                for s in Sku.objects.filter(sku_id__startswith=prefix)}
+    assert len(expected) == 3
+    assert {r["sku_id"]: {b: r[b] for b in BUCKETS} for r in rows} == expected
+    assert expected[f"{prefix}-1"]["frozen_stock"] == "4"

@@ -1,0 +1,129 @@
+"""Alerts reach ops once per finding or dead letter: by mail to ADMINS and by
+the webhook, never twice, even with two senders at once; a dead webhook is
+logged, never raised."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from django.core import mail
+
+from inventory import redis_store
+from inventory.services.gives import dead_letter_record
+from reconciliation import alerts
+from reconciliation.models import Alert, Finding
+from reconciliation.services import reconciliation_run
+
+
+class Hook:
+    """A tiny webhook receiver on 127.0.0.1 that records the JSON it is sent."""
+
+    def __init__(self) -> None:
+        received = self.received = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/alert"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def channels(settings, live_db):
+    hook = Hook()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    settings.ADMINS = [("Ops", "ops@example.com")]
+    settings.SECKILL_ALERT_WEBHOOK = hook.url
+    alerts.alerts_send()  # what earlier tests left un-alerted is not this test's news
+    mail.outbox = []
+    hook.received.clear()
+    yield hook
+    hook.close()
+
+
+def drift_below(sku_id: str, units: int) -> None:
+    redis_store.redis().hincrby(redis_store.sku_keys(sku_id).stock, "available", -units)
+
+
+def run(sku_id: str):
+    return reconciliation_run(trigger="command", observe_gap_s=0.05, sku_ids=[sku_id])
+
+
+def test_a_drift_alert_is_sent_once_by_mail_and_webhook(make_sku, channels):
+    sku = make_sku(stock=10)
+    drift_below(sku.sku_id, 2)
+    first = run(sku.sku_id)
+    finding = first.findings.get(kind=Finding.Kind.DRIFT_ALERT)
+    assert len(mail.outbox) == 1 and "finding" in mail.outbox[0].subject
+    assert mail.outbox[0].to == ["ops@example.com"]
+    assert [p["findings"][0]["id"] for p in channels.received] == [finding.pk]
+
+    # Sending again (the sweep, another run's hook) finds it claimed.
+    alerts.alerts_send()
+    alerts.alerts_send(run_id=first.pk)
+    assert len(mail.outbox) == 1 and len(channels.received) == 1
+    assert Alert.objects.get(finding=finding).outcome == "mail sent; webhook 204"
+
+    # The drift persists: the next run raises it (a stable drift), one more alert for that new finding.
+    second = run(sku.sku_id)
+    raised = second.findings.get(kind=Finding.Kind.DRIFT_RAISED)
+    assert len(mail.outbox) == 2 and channels.received[1]["findings"][0]["id"] == raised.pk
+    alerts.alerts_send()
+    assert len(mail.outbox) == 2 and len(channels.received) == 2
+
+
+def test_a_new_dead_letter_is_alerted_once_by_the_sweep(channels, live_db):
+    letter = dead_letter_record(task_name="confirm", payload={"body": "x"}, reason="refused: junk")
+    alerts.alerts_send()
+    alerts.alerts_send()
+    assert len(mail.outbox) == 1 and f"#{letter.pk}" in mail.outbox[0].body
+    assert len(channels.received) == 1
+    assert [d["id"] for d in channels.received[0]["dead_letters"]] == [letter.pk]
+
+
+def test_two_senders_at_once_send_once(channels, live_db):
+    letters = [dead_letter_record(task_name="confirm", payload={"body": str(i)}, reason="refused")
+               for i in range(5)]
+    barrier = threading.Barrier(4)
+    from django.db import connection
+
+    def sweep():
+        barrier.wait()
+        try:
+            alerts.alerts_send()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=sweep) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    alerted = [d["id"] for payload in channels.received for d in payload["dead_letters"]]
+    assert sorted(alerted) == sorted(d.pk for d in letters)  # each exactly once
+    assert sum(len(m.body.splitlines()) for m in mail.outbox) == len(letters)
+
+
+def test_a_dead_webhook_is_logged_not_raised(settings, channels, live_db, caplog):
+    settings.SECKILL_ALERT_WEBHOOK = "http://127.0.0.1:9/nothing-listens"
+    letter = dead_letter_record(task_name="confirm", payload={"body": "x"}, reason="refused")
+    assert alerts.alerts_send() == {"findings": 0, "dead_letters": 1}
+    assert len(mail.outbox) == 1
+    outcome = Alert.objects.get(dead_letter=letter).outcome
+    assert outcome.startswith("mail sent; webhook failed")
+    assert "not reached" in caplog.text
+    alerts.alerts_send()  # at most once: a failed webhook is not retried
+    assert len(mail.outbox) == 1
