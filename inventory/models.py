@@ -12,25 +12,25 @@ class Sku(models.Model):
         ACTIVE = "active", _("Active")
         PAUSED = "paused", _("Paused")
         ENDED = "ended", _("Ended")
-    sku_id = models.CharField(max_length=64, primary_key=True)
-    name = models.CharField(max_length=200)
-    price = models.DecimalField(max_digits=12, decimal_places=2, default=0)
-    total_stock = models.BigIntegerField(default=0)
-    available_stock = models.BigIntegerField(default=0)
-    frozen_stock = models.BigIntegerField(default=0)
-    locked_stock = models.BigIntegerField(default=0)
-    sold_stock = models.BigIntegerField(default=0)
-    per_user_limit = models.PositiveIntegerField(default=1)
-    sale_starts_at = models.DateTimeField(null=True, blank=True)
-    sale_ends_at = models.DateTimeField(null=True, blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    sku_id = models.CharField(verbose_name=_("sku id"), max_length=64, primary_key=True)
+    name = models.CharField(verbose_name=_("name"), max_length=200)
+    price = models.DecimalField(verbose_name=_("price"), max_digits=12, decimal_places=2, default=0)
+    total_stock = models.BigIntegerField(verbose_name=_("total stock"), default=0)
+    available_stock = models.BigIntegerField(verbose_name=_("available stock"), default=0)
+    frozen_stock = models.BigIntegerField(verbose_name=_("frozen stock"), default=0)
+    locked_stock = models.BigIntegerField(verbose_name=_("locked stock"), default=0)
+    sold_stock = models.BigIntegerField(verbose_name=_("sold stock"), default=0)
+    per_user_limit = models.PositiveIntegerField(verbose_name=_("per user limit"), default=1)
+    sale_starts_at = models.DateTimeField(verbose_name=_("sale starts at"), null=True, blank=True)
+    sale_ends_at = models.DateTimeField(verbose_name=_("sale ends at"), null=True, blank=True)
+    status = models.CharField(verbose_name=_("status"), max_length=16, choices=Status.choices, default=Status.ACTIVE)
     # When ops last changed the status: a reservation the gate accepted after a
     # pause or end (a push to Redis that was late or lost) is refused by the confirm.
-    status_changed_at = models.DateTimeField(null=True, blank=True)
+    status_changed_at = models.DateTimeField(verbose_name=_("status changed at"), null=True, blank=True)
     # Bumped by every edit of sale data so caches can tell a stale copy.
-    version = models.PositiveIntegerField(default=1)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    version = models.PositiveIntegerField(verbose_name=_("version"), default=1)
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 
     class Meta:
         ordering = ["sku_id"]
@@ -72,18 +72,18 @@ class InventoryLog(models.Model):
         PENDING = "pending", _("Pending")
         SUCCESS = "success", _("Success")
         FAIL = "fail", _("Fail")
-    sku = models.ForeignKey(Sku, on_delete=models.PROTECT, related_name="log")
-    operation = models.CharField(max_length=16, choices=Operation.choices)
-    quantity = models.PositiveIntegerField()
+    sku = models.ForeignKey(Sku, verbose_name=_("sku"), on_delete=models.PROTECT, related_name="log")
+    operation = models.CharField(verbose_name=_("operation"), max_length=16, choices=Operation.choices)
+    quantity = models.PositiveIntegerField(verbose_name=_("quantity"))
     # NULL for operations that belong to no order (ops moves); unique with the
     # operation otherwise, so an order has at most one row per operation.
-    order_id = models.CharField(max_length=64, null=True, blank=True, default=None)
-    op_id = models.CharField(max_length=64, blank=True, default="")
-    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
-    reason = models.CharField(max_length=255, blank=True, default="")
-    actor = models.CharField(max_length=150, blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    order_id = models.CharField(verbose_name=_("order id"), max_length=64, null=True, blank=True, default=None)
+    op_id = models.CharField(verbose_name=_("op id"), max_length=64, blank=True, default="")
+    status = models.CharField(verbose_name=_("status"), max_length=8, choices=Status.choices, default=Status.PENDING)
+    reason = models.CharField(verbose_name=_("reason"), max_length=255, blank=True, default="")
+    actor = models.CharField(verbose_name=_("actor"), max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -146,13 +146,13 @@ class OutboxMessage(models.Model):
 
     class Topic(models.TextChoices):
         STOCK_GIVE = "stock_give", _("Give stock back to Redis")
-    topic = models.CharField(max_length=32, choices=Topic.choices)
-    sku = models.ForeignKey(Sku, on_delete=models.PROTECT, related_name="outbox")
-    op_id = models.CharField(max_length=96, unique=True)
-    payload = models.JSONField()
-    created_at = models.DateTimeField(auto_now_add=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-    attempts = models.PositiveIntegerField(default=0)
+    topic = models.CharField(verbose_name=_("topic"), max_length=32, choices=Topic.choices)
+    sku = models.ForeignKey(Sku, verbose_name=_("sku"), on_delete=models.PROTECT, related_name="outbox")
+    op_id = models.CharField(verbose_name=_("op id"), max_length=96, unique=True)
+    payload = models.JSONField(verbose_name=_("payload"))
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
+    sent_at = models.DateTimeField(verbose_name=_("sent at"), null=True, blank=True)
+    attempts = models.PositiveIntegerField(verbose_name=_("attempts"), default=0)
 
     class Meta:
         ordering = ["id"]

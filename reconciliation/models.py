@@ -10,15 +10,15 @@ class ReconciliationRun(models.Model):
         BEAT = "beat", _("Scheduled")
         COMMAND = "command", _("manage.py reconcile")
         ADMIN = "admin", _("Admin button")
-    started_at = models.DateTimeField(auto_now_add=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    trigger = models.CharField(max_length=16, choices=Trigger.choices)
-    skus_checked = models.PositiveIntegerField(default=0)
-    skus_drifting = models.PositiveIntegerField(default=0)
-    repairs = models.PositiveIntegerField(default=0)
-    orphans = models.PositiveIntegerField(default=0)
-    alerts = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True, default="")
+    started_at = models.DateTimeField(verbose_name=_("started at"), auto_now_add=True)
+    finished_at = models.DateTimeField(verbose_name=_("finished at"), null=True, blank=True)
+    trigger = models.CharField(verbose_name=_("trigger"), max_length=16, choices=Trigger.choices)
+    skus_checked = models.PositiveIntegerField(verbose_name=_("skus checked"), default=0)
+    skus_drifting = models.PositiveIntegerField(verbose_name=_("skus drifting"), default=0)
+    repairs = models.PositiveIntegerField(verbose_name=_("repairs"), default=0)
+    orphans = models.PositiveIntegerField(verbose_name=_("orphans"), default=0)
+    alerts = models.PositiveIntegerField(verbose_name=_("alerts"), default=0)
+    error = models.TextField(verbose_name=_("error"), blank=True, default="")
 
     class Meta:
         ordering = ["-started_at", "-id"]
@@ -42,19 +42,19 @@ class SkuReconciliation(models.Model):
         REPAIRED = "repaired", _("Repaired")
         ALERT = "alert", _("Alert for ops")
         REBUILT = "rebuilt", _("Snapshot rebuilt")
-    run = models.ForeignKey(ReconciliationRun, on_delete=models.CASCADE, related_name="rows")
-    sku = models.ForeignKey("inventory.Sku", on_delete=models.PROTECT, related_name="reconciliations")
-    redis_available = models.BigIntegerField(null=True)
-    mysql_available = models.BigIntegerField()
-    mysql_total = models.BigIntegerField()
-    mysql_frozen = models.BigIntegerField()
-    mysql_locked = models.BigIntegerField()
-    mysql_sold = models.BigIntegerField()
-    in_flight = models.BigIntegerField(default=0)
-    gives_unapplied = models.BigIntegerField(default=0)
-    expected_redis = models.BigIntegerField()
-    drift = models.BigIntegerField(default=0)
-    state = models.CharField(max_length=16, choices=State.choices, default=State.OK)
+    run = models.ForeignKey(ReconciliationRun, verbose_name=_("run"), on_delete=models.CASCADE, related_name="rows")
+    sku = models.ForeignKey("inventory.Sku", verbose_name=_("sku"), on_delete=models.PROTECT, related_name="reconciliations")
+    redis_available = models.BigIntegerField(verbose_name=_("redis available"), null=True)
+    mysql_available = models.BigIntegerField(verbose_name=_("mysql available"))
+    mysql_total = models.BigIntegerField(verbose_name=_("mysql total"))
+    mysql_frozen = models.BigIntegerField(verbose_name=_("mysql frozen"))
+    mysql_locked = models.BigIntegerField(verbose_name=_("mysql locked"))
+    mysql_sold = models.BigIntegerField(verbose_name=_("mysql sold"))
+    in_flight = models.BigIntegerField(verbose_name=_("in flight"), default=0)
+    gives_unapplied = models.BigIntegerField(verbose_name=_("gives unapplied"), default=0)
+    expected_redis = models.BigIntegerField(verbose_name=_("expected redis"))
+    drift = models.BigIntegerField(verbose_name=_("drift"), default=0)
+    state = models.CharField(verbose_name=_("state"), max_length=16, choices=State.choices, default=State.OK)
 
     class Meta:
         ordering = ["sku_id"]
@@ -71,14 +71,14 @@ class Finding(models.Model):
         DRIFT_ALERT = "drift_alert", _("Drift that cannot be repaired safely")
         SNAPSHOT_REBUILT = "snapshot_rebuilt", _("Redis had lost the SKU: snapshot rebuilt")
         DEAD_LETTERS = "dead_letters", _("Dead letters waiting for ops")
-    run = models.ForeignKey(ReconciliationRun, on_delete=models.CASCADE, related_name="findings")
-    sku = models.ForeignKey("inventory.Sku", on_delete=models.PROTECT, null=True, blank=True)
-    kind = models.CharField(max_length=32, choices=Kind.choices)
-    redis_value = models.BigIntegerField(null=True, blank=True)
-    mysql_value = models.BigIntegerField(null=True, blank=True)
-    ids = models.TextField(blank=True, default="")
-    detail = models.CharField(max_length=255, blank=True, default="")
-    repaired = models.BooleanField(default=False)
+    run = models.ForeignKey(ReconciliationRun, verbose_name=_("run"), on_delete=models.CASCADE, related_name="findings")
+    sku = models.ForeignKey("inventory.Sku", verbose_name=_("sku"), on_delete=models.PROTECT, null=True, blank=True)
+    kind = models.CharField(verbose_name=_("kind"), max_length=32, choices=Kind.choices)
+    redis_value = models.BigIntegerField(verbose_name=_("redis value"), null=True, blank=True)
+    mysql_value = models.BigIntegerField(verbose_name=_("mysql value"), null=True, blank=True)
+    ids = models.TextField(verbose_name=_("ids"), blank=True, default="")
+    detail = models.CharField(verbose_name=_("detail"), max_length=255, blank=True, default="")
+    repaired = models.BooleanField(verbose_name=_("repaired"), default=False)
 
     class Meta:
         ordering = ["id"]
@@ -89,12 +89,12 @@ class Alert(models.Model):
     before anything is sent (its unique key refuses a second sender), so an
     alert goes out at most once, even with two runs at the same time."""
 
-    finding = models.OneToOneField(Finding, on_delete=models.CASCADE, null=True, blank=True, related_name="alert")
-    dead_letter = models.OneToOneField("inventory.DeadLetter", on_delete=models.CASCADE, null=True, blank=True,
+    finding = models.OneToOneField(Finding, verbose_name=_("finding"), on_delete=models.CASCADE, null=True, blank=True, related_name="alert")
+    dead_letter = models.OneToOneField("inventory.DeadLetter", verbose_name=_("dead letter"), on_delete=models.CASCADE, null=True, blank=True,
                                        related_name="alert")
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
     # What the channels answered; a failure is recorded, never retried.
-    outcome = models.CharField(max_length=255, blank=True, default="")
+    outcome = models.CharField(verbose_name=_("outcome"), max_length=255, blank=True, default="")
 
     class Meta:
         ordering = ["-id"]
