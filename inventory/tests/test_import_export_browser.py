@@ -63,3 +63,36 @@ def test_ops_exports_the_filtered_sku_list_as_csv(downloading_browser, web, live
     assert len(expected) == 3
     assert {r["sku_id"]: {b: r[b] for b in BUCKETS} for r in rows} == expected
     assert expected[f"{prefix}-1"]["frozen_stock"] == "4"
+
+
+def test_ops_imports_a_file_with_one_bad_row_and_nothing_is_applied(browser, web, live_db, tmp_path):
+    """Upload a CSV whose third row is bad through the admin's import page:
+    the page names row 3 and its field, and no SKU of the file exists anywhere."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from inventory.tests.test_import_export import good_rows, nothing_anywhere
+
+    prefix = unique("BRIMP")
+    rows = good_rows(prefix)
+    rows[2]["stock"] = "-1"
+    path = tmp_path / "skus.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    base = f"http://127.0.0.1:{web.port}"
+    user, password = make_staff("ops")
+    login(browser, base, user, password)
+    browser.get(f"{base}/admin/inventory/sku/import/")
+    browser.find_element(By.NAME, "import_file").send_keys(str(path))
+    formats = browser.find_elements(By.NAME, "format")
+    if formats and formats[0].tag_name == "select":
+        Select(formats[0]).select_by_visible_text("csv")
+    browser.find_element(By.CSS_SELECTOR, "form input[type=submit]").click()
+    wait_until(lambda: "Give the initial stock (0 or more)." in browser.page_source, timeout=15,
+               what="the row errors on the page")
+    errors = browser.find_element(By.ID, "content").text
+    assert "3" in errors and "stock" in errors.lower()
+    assert not browser.find_elements(By.CSS_SELECTOR, "form#confirm-import, input[name=import_file_name]")
+    nothing_anywhere([r["sku_id"] for r in rows])
