@@ -120,13 +120,6 @@ SALE_STATE_LABELS = {
 }
 
 
-@dataclass(frozen=True)
-class InflightFigures:
-    reservations: int
-    oldest_ms: int | None  # when the oldest reservation still in flight was accepted
-    exact: bool
-
-
 def live_skus(*, limit: int = LIVE_SKU_LIMIT) -> list[Sku]:
     """The SKUs on sale or recently active, the most recently changed first, bounded."""
     recent = timezone.now() - LIVE_ENDED_WITHIN
@@ -134,55 +127,11 @@ def live_skus(*, limit: int = LIVE_SKU_LIMIT) -> list[Sku]:
                 .order_by("-updated_at", "sku_id")[:limit])
 
 
-def _inflight_figures(*, sku_ids: list[str]) -> tuple[dict[str, redis_store.LiveStock | None],
-                                                       dict[str, InflightFigures], int]:
-    """Each SKU's live stock, reservations in flight and oldest one, and Redis's
-    clock (ms), in two pipelined round trips.
-
-    Reads the in-flight hash and orphan-deadline zset by their names and entry
-    format from redis_store (read-only; a candidate for redis_store itself)."""
-    r = redis_store.redis()
-    pipe = r.pipeline(transaction=False)
-    pipe.time()
-    for sku_id in sku_ids:
-        k = redis_store.sku_keys(sku_id)
-        pipe.hmget(k.stock, *redis_store._LIVE_FIELDS)
-        pipe.hlen(k.inflight)
-        pipe.zrange(k.due, 0, LIVE_LAG_CANDIDATES - 1)
-    raw = pipe.execute()
-    secs, micros = raw[0]
-    now_ms = int(secs) * 1000 + int(micros) // 1000
-    live: dict[str, redis_store.LiveStock | None] = {}
-    counts: dict[str, int] = {}
-    candidates: dict[str, list] = {}
-    for i, sku_id in enumerate(sku_ids):
-        vals, n, due = raw[1 + 3 * i: 4 + 3 * i]
-        live[sku_id] = None if vals[0] is None else redis_store.LiveStock(*(int(v or 0) for v in vals))
-        counts[sku_id] = int(n)
-        candidates[sku_id] = list(due)
-    busy = [s for s in sku_ids if counts[s]]
-    figures = {s: InflightFigures(0, None, True) for s in sku_ids}
-    if busy:
-        pipe = r.pipeline(transaction=False)
-        for sku_id in busy:
-            k = redis_store.sku_keys(sku_id)
-            if counts[sku_id] <= LIVE_LAG_EXACT_UPTO:
-                pipe.hgetall(k.inflight)
-            else:
-                pipe.hmget(k.inflight, candidates[sku_id] or ["-"])
-        for sku_id, got in zip(busy, pipe.execute()):
-            exact = counts[sku_id] <= LIVE_LAG_EXACT_UPTO
-            pairs = got.items() if exact else zip(candidates[sku_id], got)
-            times = [redis_store.Reservation.from_entry(sku_id, oid, e).reserved_ms for oid, e in pairs if e]
-            figures[sku_id] = InflightFigures(counts[sku_id], min(times) if times else None, exact)
-    return live, figures, now_ms
-
-
 @dataclass(frozen=True)
 class LiveRow:
     sku: Sku
     live: redis_store.LiveStock | None
-    inflight: InflightFigures
+    inflight: redis_store.InflightFigures
     orders_by_status: dict[str, int]
     check: SkuReconciliation | None  # the latest reconciliation row of this SKU
     now_ms: int
@@ -248,7 +197,8 @@ def live_rows() -> tuple[list[LiveRow], int]:
     latest_ids = (SkuReconciliation.objects.filter(sku_id__in=ids).values("sku_id")
                   .annotate(last=Max("pk")).values("last"))
     checks = {c.sku_id: c for c in SkuReconciliation.objects.filter(pk__in=latest_ids).select_related("run")}
-    live, inflight, now_ms = _inflight_figures(sku_ids=ids)
+    live, inflight, now_ms = redis_store.inflight_figures(
+        sku_ids=ids, exact_upto=LIVE_LAG_EXACT_UPTO, candidates=LIVE_LAG_CANDIDATES)
     rows = [LiveRow(s, live.get(s.sku_id), inflight[s.sku_id], counts.get(s.sku_id, {}), checks.get(s.sku_id),
                     now_ms) for s in skus]
     return sorted(rows, key=lambda r: r.sku.sku_id), now_ms
