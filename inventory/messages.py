@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -178,7 +179,6 @@ class _GroupPublisher:
         self.ready = threading.Condition(self.lock)
         self.waiting: list[_Waiting] = []
         self.pid = 0
-        self.messages = self.reservations = 0
 
     def publish(self, reservation: Reservation, *, deadline: float) -> None:
         entry = _Waiting(reservation, deadline, threading.Event())
@@ -192,8 +192,6 @@ class _GroupPublisher:
             raise entry.error
 
     def _running(self) -> None:
-        import os
-
         if self.pid != os.getpid():  # first use in this process (gunicorn forks its workers)
             self.pid = os.getpid()
             self.waiting = []
@@ -214,8 +212,6 @@ class _GroupPublisher:
                     body, headers = confirm_encode([w.reservation for w in live])
                     _send(body, headers, deadline=min(w.deadline for w in live),
                           confirm=settings.SECKILL_WEB_PUBLISH_CONFIRM)
-                    self.messages += 1
-                    self.reservations += len(live)
             except BaseException as exc:  # noqa: BLE001 - every waiter hears of it
                 for w in live:
                     w.error = exc
