@@ -335,6 +335,16 @@ def reserve_direct(sku_id: str, user_id: int, qty: int = 1, key: str | None = No
     return redis_store.Reservation(oid, sku_id, user_id, qty, key, r.reserved_ms, r.epoch)
 
 
+def rebuild_lost(sku_id: str) -> None:
+    """Redis lost this SKU: fence it and play the confirm consumer reaching the
+    fence (for tests where nothing is left in the broker)."""
+    from inventory import redis_store
+    from inventory.services.skus import Warm, stock_fence_pass, stock_warm
+
+    assert stock_warm(sku_id=sku_id) is Warm.FENCED
+    assert stock_fence_pass(sku_id=sku_id, token=redis_store.fence_token(sku_id=sku_id))
+
+
 def publish(*reservations) -> None:
     """One confirm message per reservation, as the purchase path sends them."""
     from inventory import messages

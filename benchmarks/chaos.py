@@ -11,8 +11,19 @@ the system drain (worker, beat sweeps), reconciles twice, then prints one row:
   confirmed  202s that are orders    failed202  202s that ended FAILED
   lost       202s with no order      duplicated keys answered with two orders
   oversold   units beyond the stock  drift      Redis minus MySQL after reconciling
-  in_flight  reservations in flight when a Redis loss landed (FAILED after 202 may reach it)
-  drain_s    from the last fault to everything confirmed
+  in_flight  reservations in flight when a Redis loss landed
+  drain_s    from the end of the load to everything confirmed
+  pause_s    seconds from the Redis loss to the first sale after it, per SKU
+             (the first new order answered to a request sent after the loss)
+  n503       requests answered 503 after the Redis loss
+
+After a Redis loss the SKU answers 503 until its snapshot is rebuilt, then
+sells again by itself. When the load left no sale after the loss (it ended
+during the pause, or while the worker was down), a second wave of fresh clicks
+follows until the first 202 or a sold-out answer, so the pause is measured;
+its orders are judged with the rest. A run is ok only with nothing lost,
+oversold, FAILED after its 202 or twice ordered for one key, and no drift,
+Redis loss or not.
 
 The last line is a key=value summary ending in verdict=ok|FAIL. It acts on the
 machine's own Redis, RabbitMQ and MariaDB: run it alone.
@@ -25,6 +36,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -51,6 +63,10 @@ harness.configure(db_name="seckill_chaos", redis_db=6, queue="seckill-chaos", ex
 
 from benchmarks import loadgen  # noqa: E402
 
+# The clock loadgen stamps Result.started / .finished with: loss moments are
+# taken on it too, so the two compare.
+clock = time.perf_counter
+
 
 @dataclass
 class Stack:
@@ -66,6 +82,7 @@ class Context:
     sku_id: str
     inflight_at_loss: list[int] = field(default_factory=list)
     redis_loss: bool = False
+    losses: list[float] = field(default_factory=list)  # clock() when Redis's keys were gone
 
 
 def _inflight(sku_id: str) -> int:
@@ -93,10 +110,24 @@ def rabbitmq_restart(ctx: Context) -> None:
     faults.rabbitmq_restart(down_s=1.0)
 
 
-def redis_restart(ctx: Context) -> None:
+def _redis_loss(ctx: Context, lose: Callable[[], None]) -> None:
+    """Note what is in flight, lose every Redis key, note the moment they were gone."""
     ctx.inflight_at_loss.append(_inflight(ctx.sku_id))
     ctx.redis_loss = True
-    faults.redis_restart_empty(down_s=0.5)
+    lose()
+    ctx.losses.append(clock())
+
+
+def redis_restart(ctx: Context) -> None:
+    """Redis stopped without saving and started again empty (the loss is the stop)."""
+    _redis_loss(ctx, faults.redis_stop)
+    time.sleep(0.5)
+    faults.redis_start_empty()
+
+
+def redis_flushall(ctx: Context) -> None:
+    """FLUSHALL mid-sale: every key gone, the server up all along."""
+    _redis_loss(ctx, faults.redis_flushall)
 
 
 def mariadb_restart(ctx: Context) -> None:
@@ -122,6 +153,7 @@ FAULTS: dict[str, Callable[[Context], None]] = {
     "worker-kill": worker_kill,
     "rabbitmq-restart": rabbitmq_restart,
     "redis-restart": redis_restart,
+    "redis-flushall": redis_flushall,
     "mariadb-restart": mariadb_restart,
     "web-kill": web_kill,
     "worker-down": worker_down,
@@ -143,19 +175,79 @@ class Row:
     drift: int | None = None
     in_flight: str = "-"
     drain_s: float = 0.0
+    pause_s: float | None = None
+    n503: int | None = None
     ok: bool = True
     note: str = ""
     redis_loss: bool = False
 
 
+def fresh_clicks(tokens: list[str], n: int, rnd: random.Random) -> list[tuple[str, str]]:
+    """(token, new key) per request."""
+    return [(rnd.choice(tokens), uuid.uuid4().hex) for _ in range(n)]
+
+
 def clicks(tokens: list[str], n: int, seed: int) -> list[tuple[str, str]]:
     """(token, key) per request; one in ten is sent again later (a retry)."""
     rnd = random.Random(seed)
-    first = [(rnd.choice(tokens), uuid.uuid4().hex) for _ in range(n)]
+    first = fresh_clicks(tokens, n, rnd)
     out = list(first)
     for job in rnd.sample(first, n // 10):
         out.insert(rnd.randrange(len(out) // 2, len(out) + 1), job)
     return out
+
+
+# The second wave: two connections, a click each every WAVE_GAP_S, for up to WAVE_S.
+WAVE_CLICKS, WAVE_GAP_S, WAVE_S = 300, 0.2, 30.0
+
+
+def _body(r: loadgen.Result) -> dict:
+    try:
+        return json.loads(r.body)
+    except ValueError:
+        return {}
+
+
+def _sold_out(r: loadgen.Result) -> bool:
+    return r.status == 409 and _body(r).get("code") == "sold_out"
+
+
+def first_sale_after(results: list[loadgen.Result], moment: float) -> float | None:
+    """Seconds from `moment` to the first new order (a 202 that is no replay)
+    answered to a request sent after it; None when there was none."""
+    done = [r.finished for r in results
+            if r.status == 202 and r.started > moment and not _body(r).get("replayed")]
+    return min(done) - moment if done else None
+
+
+def second_wave(port: int, tokens: list[str], jobs: list[tuple[str, str]], make: loadgen.MakeRequest,
+                seed: int) -> list[loadgen.Result]:
+    """Fresh clicks (new keys, the same buyers), paced, until the first 202, a
+    sold-out answer or WAVE_S. `jobs` grows by them and their results' indexes
+    point into it, like the load's."""
+    base = len(jobs)
+    jobs.extend(fresh_clicks(tokens, WAVE_CLICKS, random.Random(seed)))
+    wave = loadgen.run(host=HOST, port=port, concurrency=2, make_request=lambda i: make(base + i),
+                       total_requests=WAVE_CLICKS, duration_s=WAVE_S, timeout_s=10, gap_s=WAVE_GAP_S,
+                       stop_when=lambda r: r.status == 202 or _sold_out(r))
+    for r in wave:
+        r.index += base
+    return wave
+
+
+def measure_pause(row: Row, ctx: Context, results: list[loadgen.Result],
+                  wave: Callable[[], list[loadgen.Result]]) -> None:
+    """pause_s and n503 of a Redis-loss run. When the load left no sale after
+    the (last) loss, the second wave's results join `results` first."""
+    pause = first_sale_after(results, ctx.losses[-1])
+    if pause is None:
+        results.extend(wave())
+        pause = first_sale_after(results, ctx.losses[-1])
+    row.pause_s = pause
+    row.n503 = sum(1 for r in results if r.status == 503 and r.finished > ctx.losses[0])
+    if pause is None:
+        sold_out = any(_sold_out(r) for r in results if r.finished > ctx.losses[-1])
+        row.note = "no sale after the loss: " + ("sold out" if sold_out else f"none within the {WAVE_S:.0f} s wave")
 
 
 def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: int, demand: int,
@@ -167,7 +259,8 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     row = Row(" + ".join(names))
     sku_id = harness.new_sku(stock, limit=4, prefix="CHAOS")
     ctx = Context(stack, sku_id)
-    jobs = clicks(tokens, demand, seed=hash(row.name) & 0xFFFF)
+    seed = hash(row.name) & 0xFFFF
+    jobs = clicks(tokens, demand, seed=seed)
     body = json.dumps({"sku_id": sku_id, "quantity": 1}).encode()
 
     def make(i: int):
@@ -203,6 +296,8 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     if down_all_sale:
         stack.worker.start()
         harness.wait_consuming()
+    if ctx.losses:
+        measure_pause(row, ctx, results, lambda: second_wave(stack.port, tokens, jobs, make, seed + 1))
     last_fault = time.monotonic()
 
     # --- judge -------------------------------------------------------------------------
@@ -211,7 +306,7 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     by_click: dict[tuple[str, str], set[str]] = {}
     for r in results:
         if r.status == 202:
-            by_click.setdefault(jobs[r.index], set()).add(json.loads(r.body)["order_id"])
+            by_click.setdefault(jobs[r.index], set()).add(_body(r)["order_id"])
     accepted = set().union(*by_click.values()) if by_click else set()
     row.attempted, row.accepted = len(results), len(accepted)
     row.duplicated = sum(1 for ids in by_click.values() if len(ids) > 1)
@@ -243,17 +338,21 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     # clients got no answer, a retry with the key gets the order. Not duplicates.)
     if ctx.inflight_at_loss:
         row.in_flight = "/".join(str(n) for n in ctx.inflight_at_loss)
-    # Outside a Redis loss nothing may fail after its 202 and no key may get two
-    # orders. After a loss (until the rebuild is fenced, issue 13) a reservation
-    # still in the broker may fail, and a retried key may get a second (FAILED)
-    # order: at most what was in flight at the loss, plus those retries.
+    # Redis loss or not: nothing fails after its 202 and no key gets two orders.
     row.redis_loss = ctx.redis_loss
-    allowed = (sum(ctx.inflight_at_loss) + row.duplicated) if ctx.redis_loss else 0
+    # After a loss the SKU must sell again by itself (or answer sold out from its rebuilt snapshot).
+    sells_again = not ctx.losses or row.pause_s is not None or row.note.endswith("sold out")
     row.ok = (b.balanced and row.lost == 0 and row.oversold == 0 and row.drift in (0, None)
-              and row.failed202 <= allowed and (ctx.redis_loss or row.duplicated == 0))
+              and row.failed202 == 0 and row.duplicated == 0 and sells_again)
     if not b.balanced:
-        row.note = "buckets do not add up"
+        row.note = "; ".join(filter(None, ("buckets do not add up", row.note)))
     return row
+
+
+# Redis losses every plan holds (when their faults are chosen): alone, while the
+# worker is down for the whole sale, and just before and after a worker kill.
+LOSS_RUNS = [("redis-flushall",), ("redis-restart",), ("worker-down", "redis-restart"),
+             ("redis-restart", "worker-kill"), ("worker-kill", "redis-flushall")]
 
 
 def plan(only: list[str] | None, quick: bool) -> list[tuple[str, ...]]:
@@ -262,16 +361,25 @@ def plan(only: list[str] | None, quick: bool) -> list[tuple[str, ...]]:
     pairs = [p for p in itertools.permutations(names, 2) if "worker-down" not in p or p[0] == "worker-down"]
     if quick:
         pairs = pairs[:: max(1, len(pairs) // 6)][:6]
-    return singles + pairs
+    losses = [run for run in LOSS_RUNS if set(run) <= set(names)]
+    return list(dict.fromkeys(singles + pairs + losses))
 
 
 COLUMNS = ("attempted", "accepted", "confirmed", "failed202", "lost", "duplicated", "oversold", "drift",
-           "in_flight", "drain_s")
+           "in_flight", "drain_s", "pause_s", "n503")
+
+
+def cell(row: Row, column: str) -> str:
+    """One table cell, ten wide: seconds to one decimal, "-" for nothing."""
+    value = getattr(row, column)
+    if value is None:
+        return f"{'-':>10}"
+    return f"{value:>10.1f}" if isinstance(value, float) else f"{str(value):>10}"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="every fault alone and six pairs")
+    ap.add_argument("--quick", action="store_true", help="every fault alone, six pairs and the Redis-loss runs")
     ap.add_argument("--only", help="comma-separated faults (with their pairs)")
     ap.add_argument("--list", action="store_true", help="list the faults and exit")
     ap.add_argument("--stock", type=int, default=300)
@@ -313,9 +421,8 @@ def main() -> int:
                     if not server.alive:
                         server.start()
             rows.append(row)
-            cells = [f"{getattr(row, c):>10.1f}" if c == "drain_s" else f"{str(getattr(row, c)):>10}"
-                     for c in COLUMNS]
-            say(f"{row.name:<36} " + " ".join(cells) + f"  {'ok' if row.ok else 'FAIL'} {row.note}")
+            say(f"{row.name:<36} " + " ".join(cell(row, c) for c in COLUMNS)
+                + f"  {'ok' if row.ok else 'FAIL'} {row.note}")
     finally:
         for server in (stack.web, stack.worker, stack.beat):
             server.stop()
@@ -326,11 +433,14 @@ def main() -> int:
     dup_clean = sum(r.duplicated for r in rows if not r.redis_loss)
     dup_loss = sum(r.duplicated for r in rows if r.redis_loss)
     drift = sum(abs(r.drift or 0) for r in rows)
+    pauses = [r.pause_s for r in rows if r.pause_s is not None]
+    pause_max, pause_median = (f"{max(pauses):.1f}", f"{statistics.median(pauses):.1f}") if pauses else ("-", "-")
     ok = all(r.ok for r in rows)
     say(f"\nruns={len(rows)} attempted={total['attempted']} accepted={total['accepted']} "
         f"failed_after_202={total['failed202']} failed_after_202_without_redis_loss={failed_clean} "
         f"duplicated_after_redis_loss={dup_loss} drift={drift} lost={total['lost']} oversold={total['oversold']} "
-        f"duplicated={dup_clean} verdict={'ok' if ok else 'FAIL'}")
+        f"duplicated={dup_clean} pause_s_max={pause_max} pause_s_median={pause_median} "
+        f"verdict={'ok' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 

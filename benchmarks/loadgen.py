@@ -276,7 +276,7 @@ async def _watchdog(slots: list[_Slot], period: float) -> None:
 
 async def _worker(slot: _Slot, plan: _Plan, results: list[Result], host: str, port: int,
                   make_request: MakeRequest, stop_when: Callable[[Result], bool] | None,
-                  timeout_s: float, host_value: str, retry_stale: bool) -> None:
+                  timeout_s: float, host_value: str, retry_stale: bool, gap_s: float) -> None:
     backoff = 0.0
     perf = time.perf_counter
     try:
@@ -325,15 +325,16 @@ async def _worker(slot: _Slot, plan: _Plan, results: list[Result], host: str, po
 
             if status:
                 backoff = 0.0
+                delay = gap_s
             else:
                 # Pause before reconnecting so a dead server does not make
                 # the workers spin.
                 backoff = min(_BACKOFF_MAX, backoff * 2) if backoff else _BACKOFF_FIRST
-                delay = backoff
-                if plan.deadline is not None:
-                    delay = min(delay, plan.deadline - perf())
-                if not plan.stopped and delay > 0:
-                    await asyncio.sleep(delay)
+                delay = max(backoff, gap_s)
+            if delay and plan.deadline is not None:
+                delay = min(delay, plan.deadline - perf())
+            if not plan.stopped and delay > 0:
+                await asyncio.sleep(delay)
     finally:
         slot.due = 0.0
         slot.drop(abort=False)
@@ -345,7 +346,8 @@ async def run_load(*, host: str, port: int, concurrency: int,
                    duration_s: float | None = None,
                    stop_when: Callable[[Result], bool] | None = None,
                    timeout_s: float = 10.0,
-                   retry_stale: bool = True) -> list[Result]:
+                   retry_stale: bool = True,
+                   gap_s: float = 0.0) -> list[Result]:
     """Drive `concurrency` keep-alive connections against host:port.
 
     Requests are numbered from 0; make_request(i) is called exactly once per
@@ -364,6 +366,9 @@ async def run_load(*, host: str, port: int, concurrency: int,
     the server sent any byte of the response, the identical request (same
     bytes) is sent once more on a fresh connection instead of being counted
     as an error.  This mirrors what ordinary HTTP clients do.
+
+    gap_s: each connection waits this long after every response before it
+    issues its next request (a paced client; 0, the default, never waits).
     """
     host = host.strip("[]")       # accept "[::1]" as well as "::1"
     _check_loopback(host)
@@ -386,7 +391,7 @@ async def run_load(*, host: str, port: int, concurrency: int,
         async with asyncio.TaskGroup() as group:
             for slot in slots:
                 group.create_task(_worker(slot, plan, results, host, port, make_request,
-                                          stop_when, timeout_s, host_value, retry_stale))
+                                          stop_when, timeout_s, host_value, retry_stale, gap_s))
     finally:
         guard.cancel()
         try:

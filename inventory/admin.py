@@ -183,8 +183,11 @@ class SkuAdmin(ImportMixin, ViewerExportMixin, admin.ModelAdmin):
             actor = f"admin:{request.user.get_username()}"
             try:
                 if action == "warm":
-                    skus.stock_warm(sku_id=sku.sku_id)
-                    done = gettext_lazy("Snapshot warm.")
+                    if skus.stock_warm(sku_id=sku.sku_id) is skus.Warm.FENCED:
+                        done = gettext_lazy("Redis lost this SKU: its rebuild waits for the confirm queue "
+                                            "and happens by itself within seconds.")
+                    else:
+                        done = gettext_lazy("Snapshot warm.")
                 elif action == "rebuild":
                     skus.snapshot_rebuild(sku_id=sku.sku_id, actor=actor)
                     done = gettext_lazy("Snapshot rebuilt from MySQL.")

@@ -25,6 +25,7 @@ from inventory.redis_store import Reservation
 logger = logging.getLogger(__name__)
 
 CONFIRM_KIND = "confirm"
+FENCE_KIND = "fence"
 SIGNATURE_HEADER = "x-seckill-sig"
 KIND_HEADER = "x-seckill-kind"
 FORMAT_VERSION = 1
@@ -70,7 +71,21 @@ def confirm_encode(reservations: Sequence[Reservation]) -> tuple[bytes, dict[str
     return body, {SIGNATURE_HEADER: signing.sign_bytes(body), KIND_HEADER: CONFIRM_KIND}
 
 
-def confirm_decode(body: bytes | str, headers: dict | None) -> list[Reservation]:
+def fence_encode(fences: Sequence[tuple[str, str]]) -> tuple[bytes, dict[str, str]]:
+    """Fences of SKUs whose snapshot Redis lost: (sku_id, fence token) pairs
+    (inventory.services.skus.stock_fence_pass)."""
+    body = json.dumps({"v": FORMAT_VERSION, "f": [list(f) for f in fences]}, separators=(",", ":")).encode()
+    return body, {SIGNATURE_HEADER: signing.sign_bytes(body), KIND_HEADER: FENCE_KIND}
+
+
+@dataclass(frozen=True)
+class Decoded:
+    reservations: list[Reservation]
+    fences: list[tuple[str, str]]
+
+
+def message_decode(body: bytes | str, headers: dict | None) -> Decoded:
+    """A message of the confirm queue: reservations, or fences."""
     headers = headers or {}
     if isinstance(body, str):  # py-amqp decodes bodies that declare a text encoding
         body = body.encode("utf-8")
@@ -79,16 +94,25 @@ def confirm_decode(body: bytes | str, headers: dict | None) -> list[Reservation]
         data = json.loads(body)
         if data.get("v") != FORMAT_VERSION:
             raise BadMessage(f"unknown format version {data.get('v')!r}")
+        if headers.get(KIND_HEADER) == FENCE_KIND:
+            fences = [(sku, token) for sku, token in data["f"]]
+            if not all(isinstance(x, str) for f in fences for x in f):
+                raise BadMessage("malformed fence")
+            return Decoded([], fences)
         out = []
         for oid, sku, user, qty, ms, epoch, key in data["r"]:
             if not (isinstance(oid, str) and isinstance(sku, str) and isinstance(key, str)):
                 raise BadMessage("malformed reservation")
             out.append(Reservation(oid, sku, int(user), int(qty), key, int(ms), int(epoch)))
-        return out
+        return Decoded(out, [])
     except signing.BadSignature as exc:
         raise BadMessage(str(exc)) from exc
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BadMessage(f"{exc.__class__.__name__}: {exc}") from exc
+
+
+def confirm_decode(body: bytes | str, headers: dict | None) -> list[Reservation]:
+    return message_decode(body, headers).reservations
 
 
 # --- Publishing -------------------------------------------------------------------
@@ -241,6 +265,15 @@ def publish_confirms(reservations: Sequence[Reservation]) -> int:
         _send(body, headers, deadline=time.monotonic() + PUBLISH_TIMEOUT_S)
         sent += 1
     return sent
+
+
+def publish_fences(fences: Sequence[tuple[str, str]]) -> None:
+    """Send fences into the confirm queue, behind everything already in it
+    (confirmed by the broker, or raises)."""
+    chunk = settings.SECKILL_MESSAGE_CHUNK
+    for i in range(0, len(fences), chunk):
+        body, headers = fence_encode(fences[i:i + chunk])
+        _send(body, headers, deadline=time.monotonic() + PUBLISH_TIMEOUT_S)
 
 
 def publish_gives(payloads: list[dict]) -> str:

@@ -29,6 +29,11 @@ class Sku(models.Model):
     status_changed_at = models.DateTimeField(verbose_name=_("status changed at"), null=True, blank=True)
     # Bumped by every edit of sale data so caches can tell a stale copy.
     version = models.PositiveIntegerField(verbose_name=_("version"), default=1)
+    # How many times a Redis snapshot of this SKU was loaded (0: never). A SKU
+    # Redis had once and lost is rebuilt behind the broker (a fence), never at
+    # once; a reservation of an older load that reaches the confirm after the
+    # rebuild was not counted by it and is refused.
+    redis_epoch = models.PositiveIntegerField(verbose_name=_("Redis snapshot epoch"), default=0, editable=False)
     created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 

@@ -42,6 +42,7 @@ class Reserve(enum.IntEnum):
     NOT_WARMED = 6
     UNKNOWN_SKU = 7
     RETIRED = 8
+    FENCED = 9
 
 
 class Release(enum.IntEnum):
@@ -93,6 +94,7 @@ class SkuKeys:
     applied: str
     missing: str
     lock: str
+    fence: str
     tag: str
 
     def stage(self, token: str) -> tuple[str, str, str, str]:
@@ -108,7 +110,7 @@ def sku_keys(sku_id: str) -> SkuKeys:
         stock=f"{tag}:stock", buyers=f"{tag}:buyers", inflight=f"{tag}:inflight", idem=f"{tag}:idem",
         idem_age=f"{tag}:idem-age", due=f"{tag}:due", claims=f"{tag}:claims", done=f"{tag}:done",
         released=f"{tag}:released", applied=f"{tag}:applied", missing=f"{tag}:missing",
-        lock=f"{tag}:warm-lock", tag=tag,
+        lock=f"{tag}:warm-lock", fence=f"{tag}:fence", tag=tag,
     )
 
 
@@ -161,7 +163,7 @@ class ReserveResult:
 def reserve_call(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str) -> Call:
     """The reserve as a call that can ride in a pipeline (see orders' place)."""
     k = sku_keys(sku_id)
-    keys = [k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.missing, k.released]
+    keys = [k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.missing, k.released, k.fence]
     args = [user_id, quantity, idempotency_key, order_id, _ms("SECKILL_ORPHAN_GRACE_SECONDS"),
             _ms("SECKILL_IDEMPOTENCY_SECONDS")]
     return Call(_script("reserve"), keys, args)
@@ -344,8 +346,15 @@ def snapshot_exists(*, sku_id: str) -> bool:
     return bool(redis().exists(sku_keys(sku_id).stock))
 
 
-def snapshot_load(*, sku_id: str, snapshot: Snapshot) -> bool:
-    """Write the snapshot unless one is there already. Returns True if loaded.
+class Load(enum.IntEnum):
+    THERE = 0     # a snapshot was there already: nothing changed
+    LOADED = 1
+    NOT_FENCE = 2  # the fence is not this one any more: nothing changed
+
+
+def snapshot_load(*, sku_id: str, snapshot: Snapshot, fence: str = "") -> Load:
+    """Write the snapshot unless one is there already (and, for a rebuild behind
+    a fence, only while that fence stands; loading clears it).
 
     The parts are staged in bounded chunks, then moved into place by one script,
     so the gate never sees half a snapshot."""
@@ -359,8 +368,90 @@ def snapshot_load(*, sku_id: str, snapshot: Snapshot) -> bool:
             stager(keys=list(stage), args=[kind, STAGE_TTL_SECONDS, *part])
     header = [snapshot.available, snapshot.total, snapshot.frozen, snapshot.epoch, snapshot.version,
               snapshot.per_user_limit, snapshot.starts_ms, snapshot.ends_ms, snapshot.status]
-    return bool(_script("warm")(
-        keys=[k.stock, k.buyers, k.idem, k.idem_age, k.applied, k.missing, k.inflight, *stage], args=header))
+    return Load(int(_script("warm")(
+        keys=[k.stock, k.buyers, k.idem, k.idem_age, k.applied, k.missing, k.inflight, *stage, k.fence],
+        args=[*header, fence])))
+
+
+# --- Fences: a lost snapshot is rebuilt behind the broker --------------------------------
+
+FENCES_KEY = "seckill:fences"  # zset sku -> when its fence may be sent (next), ms
+# A fence message lost (broker restarted before it was stored) is sent again after this.
+FENCE_AGAIN_MS = 5000
+
+
+@dataclass(frozen=True)
+class Fence:
+    sku_id: str
+    token: str  # "<id>|<not before, ms>"
+
+    @property
+    def not_before_ms(self) -> int:
+        return int(self.token.rsplit("|", 1)[1])
+
+
+def fence_raise(*, sku_id: str, delay_ms: int) -> Fence | None:
+    """Fence a SKU whose snapshot is gone (None: a snapshot is there). Idempotent:
+    a SKU fenced already keeps its fence. The fence is then listed as due at
+    its not-before time (listing again is harmless, so a fencer that died
+    between the two calls is mended by the next)."""
+    k = sku_keys(sku_id)
+    raw = _script("fence")(keys=[k.stock, k.fence], args=[uuid.uuid4().hex, delay_ms])
+    if int(raw[0]) == 0:
+        return None
+    fence = Fence(sku_id, _s(raw[1]))
+    redis().zadd(FENCES_KEY, {sku_id: fence.not_before_ms}, nx=True)
+    return fence
+
+
+def fences_due(*, cap: int = 100) -> list[Fence]:
+    """Fences that may be sent now (each is due again FENCE_AGAIN_MS later);
+    a listed SKU that has no fence any more leaves the list."""
+    skus = [_s(x) for x in _script("fences_due")(keys=[FENCES_KEY], args=[cap, FENCE_AGAIN_MS])]
+    if not skus:
+        return []
+    pipe = redis().pipeline(transaction=False)
+    for sku_id in skus:
+        pipe.get(sku_keys(sku_id).fence)
+    out, gone = [], []
+    for sku_id, token in zip(skus, pipe.execute()):
+        (out.append(Fence(sku_id, _s(token))) if token else gone.append(sku_id))
+    if gone:
+        redis().zrem(FENCES_KEY, *gone)
+    return out
+
+
+def fences_relist(*, sku_ids: Sequence[str]) -> int:
+    """List again the fences of these SKUs that are not listed (a fencer that
+    died between its two calls would otherwise leave its SKU fenced for good).
+    One round trip to read, one to list; returns how many were listed again."""
+    if not sku_ids:
+        return 0
+    pipe = redis().pipeline(transaction=False)
+    for sku_id in sku_ids:
+        pipe.get(sku_keys(sku_id).fence)
+    fences = [Fence(sku_id, _s(t)) for sku_id, t in zip(sku_ids, pipe.execute()) if t is not None]
+    if not fences:
+        return 0
+    pipe = redis().pipeline(transaction=False)
+    for f in fences:
+        pipe.zadd(FENCES_KEY, {f.sku_id: f.not_before_ms}, nx=True)
+    return sum(int(n) for n in pipe.execute())
+
+
+def fence_token(*, sku_id: str) -> str | None:
+    token = redis().get(sku_keys(sku_id).fence)
+    return None if token is None else _s(token)
+
+
+def fence_forget(*, sku_id: str) -> None:
+    """The SKU's fence passed: it leaves the list of fences to send."""
+    redis().zrem(FENCES_KEY, sku_id)
+
+
+def fences_listed() -> dict[str, int]:
+    """Every listed fence and when it may be sent next (ms): the admin and tests."""
+    return {_s(m): int(score) for m, score in redis().zrange(FENCES_KEY, 0, -1, withscores=True)}
 
 
 def warm_lock_acquire(*, sku_id: str) -> str | None:

@@ -69,7 +69,7 @@ def pending_freezes(*, sku_id: str) -> list[PendingOp]:
     return [PendingOp(op, q) for op, q in rows]
 
 
-def sku_snapshot(*, sku: Sku, holdings) -> redis_store.Snapshot:
+def sku_snapshot(*, sku: Sku, holdings, epoch: int) -> redis_store.Snapshot:
     """What Redis should hold for a SKU, from MySQL (call it with the SKU row
     locked, so no give or freeze commits between the reads). Bounded: buyers
     that hold units, idempotency records within their lifetime (from
@@ -92,6 +92,7 @@ def sku_snapshot(*, sku: Sku, holdings) -> redis_store.Snapshot:
         buyers=dict(holdings.buyers),
         idempotency=dict(holdings.idempotency),
         applied_ops=tuple(g.op_id for g in gives) + tuple(f.op_id for f in freezes),
+        epoch=epoch,
     )
 
 

@@ -30,13 +30,15 @@ from kombu import Connection, Consumer
 from core.retry import until_done
 from inventory import messages, redis_store
 from inventory.services.gives import dead_letter_record
+from inventory.services.skus import stock_fence_pass
 from orders.services.confirm import reservations_confirm
 
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_S = 20
-POLL_S = 1.0
+POLL_S = 0.25
 BEAT_EVERY_S = 1.0
+FENCES_EVERY_S = 0.25
 
 
 class ConfirmConsumer(threading.Thread):
@@ -47,6 +49,7 @@ class ConfirmConsumer(threading.Thread):
         self.consuming = threading.Event()
         self.batches = 0
         self._last_beat = 0.0
+        self._last_fences = 0.0
 
     # --- lifecycle ------------------------------------------------------------
     def run(self) -> None:
@@ -94,6 +97,7 @@ class ConfirmConsumer(threading.Thread):
 
             while not self.stopping.is_set():
                 self._beat()
+                self._send_fences()
                 try:
                     conn.drain_events(timeout=POLL_S)
                 except socket.timeout:
@@ -112,10 +116,12 @@ class ConfirmConsumer(threading.Thread):
                     self.batches += 1
 
     def _handle(self, batch: list, idle) -> None:
-        reservations = []
+        reservations, fences = [], []
         for message in batch:
             try:
-                reservations += messages.confirm_decode(message.body, message.headers)
+                decoded = messages.message_decode(message.body, message.headers)
+                reservations += decoded.reservations
+                fences += decoded.fences
             except messages.BadMessage as exc:
                 logger.error("refused confirm message: %s", exc)
                 raw = message.body
@@ -125,6 +131,29 @@ class ConfirmConsumer(threading.Thread):
                     idle=idle, what="dead letter")
         if reservations:
             reservations_confirm(reservations=reservations, idle=idle)
+        # Every reservation ahead of these fences is in MySQL now (this batch's
+        # too, which can only hold reservations of other SKUs or ones the lost
+        # Redis accepted): the fenced snapshots can be rebuilt exactly.
+        for sku_id, token in dict(fences).items():
+            try:
+                stock_fence_pass(sku_id=sku_id, token=token)
+            except Exception as exc:  # the fence stays and is sent again (redis_store.FENCE_AGAIN_MS)
+                logger.warning("fence of %s not passed: %r", sku_id, exc)
+
+    def _send_fences(self) -> None:
+        """Send the fences that are due into the confirm queue (any consumer
+        may; a copy is harmless)."""
+        now = time.monotonic()
+        if now - self._last_fences < FENCES_EVERY_S:
+            return
+        self._last_fences = now
+        try:
+            due = redis_store.fences_due()
+            if due:
+                messages.publish_fences([(f.sku_id, f.token) for f in due])
+                logger.info("fences sent for %s", [f.sku_id for f in due])
+        except Exception as exc:  # Redis or the broker away: the fences stay listed
+            logger.warning("fences not sent: %r", exc)
 
     def _beat(self) -> None:
         """Tell the world this consumer is alive (GET /api/v1/health reads it)."""

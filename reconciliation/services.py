@@ -16,7 +16,7 @@ from inventory import messages, redis_store, selectors as inventory_selectors
 from inventory.models import DeadLetter, InventoryLog, Sku
 from inventory.services import gives as give_services, stock as stock_services
 from inventory.services.locks import skus_lock
-from inventory.services.skus import sku_sale_data_push, stock_warm
+from inventory.services.skus import Warm, sku_sale_data_push, stock_warm
 from orders import selectors as order_selectors
 from orders.models import Order
 from orders.services.confirm import reservations_settle_known
@@ -47,7 +47,11 @@ def orphans_recover(*, sku_ids: list[str] | None = None, cap: int | None = None,
     """
     cap = cap or settings.SECKILL_ORPHAN_SWEEP_CAP
     sweep = OrphanSweep()
-    for sku_id in (sku_ids if sku_ids is not None else inventory_selectors.sku_ids_sweepable()):
+    sku_ids = sku_ids if sku_ids is not None else inventory_selectors.sku_ids_sweepable()
+    # A fence never listed is a message never sent, too (redis_store.fences_relist).
+    if redis_store.fences_relist(sku_ids=sku_ids):
+        logger.warning("orphan sweep: listed a fence again")
+    for sku_id in sku_ids:
         due = redis_store.due(sku_id=sku_id, cap=cap, ahead_ms=int(ahead_s * 1000))
         if not due:
             continue
@@ -224,13 +228,15 @@ def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Fi
     if first is None:
         return []
     if first.missing:
-        stock_warm(sku_id=sku_id)
+        fenced = stock_warm(sku_id=sku_id) is Warm.FENCED
         after = sku_measure(sku_id=sku_id)
         _row(run, after or first, SkuReconciliation.State.REBUILT)
-        return [Finding(run=run, sku_id=sku_id, kind=Finding.Kind.SNAPSHOT_REBUILT, repaired=True,
-                        redis_value=after.redis_available if after else None,
-                        mysql_value=first.sku.available_stock,
-                        detail="Redis had no snapshot; loaded from MySQL under the lock")]
+        detail = ("Redis had lost the SKU; its rebuild is fenced behind the confirm queue (loaded by the "
+                  "worker once the confirms accepted before the loss are in MySQL)" if fenced else
+                  "Redis had no snapshot; loaded from MySQL under the lock")
+        return [Finding(run=run, sku_id=sku_id, kind=Finding.Kind.SNAPSHOT_REBUILT, repaired=not fenced,
+                        redis_value=after.redis_available if after and not after.missing else None,
+                        mysql_value=first.sku.available_stock, detail=detail)]
     if first.redis_version is not None and first.redis_version < first.sku.version:
         # A sale-data push was lost: send it again (newest version wins in Redis).
         sku_sale_data_push(sku=first.sku)

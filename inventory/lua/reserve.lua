@@ -7,6 +7,7 @@ KEYS[5] seckill:{sku}:idem-age  zset "user:key" -> when it was recorded (ms)
 KEYS[6] seckill:{sku}:due       zset order_id -> when the orphan sweep may republish it (ms)
 KEYS[7] seckill:{sku}:missing   marker: MySQL has no such SKU (short TTL)
 KEYS[8] seckill:{sku}:released  marker zset of order ids undone at the request
+KEYS[9] seckill:{sku}:fence     the token of a rebuild waiting behind the broker (fence.lua)
 ARGV[1] user id  ARGV[2] quantity  ARGV[3] idempotency key  ARGV[4] order id
 ARGV[5] grace before the orphan sweep may republish (ms)
 ARGV[6] lifetime of an idempotency record (ms)
@@ -20,9 +21,10 @@ Returns {code, ...}; never raises for an expected outcome:
   {6}                              NOT_WARMED: no snapshot in Redis
   {7}                              UNKNOWN_SKU
   {8}                              RETIRED: this order id was undone; use a new one
+  {9}                              FENCED: no snapshot, its rebuild waits behind the broker
 ]]
-if #KEYS ~= 8 or #ARGV ~= 6 then
-  return redis.error_reply('reserve: expects 8 keys and 6 args')
+if #KEYS ~= 9 or #ARGV ~= 6 then
+  return redis.error_reply('reserve: expects 9 keys and 6 args')
 end
 local user, qty, key, oid = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local field = user .. ':' .. key
@@ -30,6 +32,7 @@ local field = user .. ':' .. key
 local s = redis.call('HMGET', KEYS[1], 'available', 'limit', 'starts', 'ends', 'status', 'epoch')
 if not s[1] then
   if redis.call('EXISTS', KEYS[7]) == 1 then return {7} end
+  if redis.call('EXISTS', KEYS[9]) == 1 then return {9} end
   return {6}
 end
 

@@ -1,12 +1,15 @@
 """SKUs and their Redis snapshots: create, edit sale data, warm, rebuild."""
 from __future__ import annotations
 
+import enum
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Callable
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -110,35 +113,121 @@ def sku_sale_data_push(*, sku: Sku) -> None:
         logger.warning("sale data of %s not pushed to Redis: %r", sku.sku_id, exc)
 
 
-def stock_warm(*, sku_id: str) -> bool:
-    """Load the SKU's snapshot into Redis if it is absent. False if MySQL has no such SKU.
+class Warm(enum.Enum):
+    """Where a SKU's Redis snapshot stands after `stock_warm`."""
 
-    Under a short lock so two processes never load twice; the load itself
+    READY = "ready"      # in Redis (there already, or loaded now)
+    FENCED = "fenced"    # lost; its rebuild waits behind the confirm queue (nothing may be taken)
+    UNKNOWN = "unknown"  # MySQL has no such SKU
+
+
+# Beyond the publish budget, the fence waits this much more (clock rates,
+# scheduling) before it may be sent.
+FENCE_MARGIN_MS = 500
+WARM_WAIT_S = 3.0
+
+
+def fence_delay_ms() -> int:
+    """How long after a loss is noticed its fence may be sent: by then every
+    request that reserved in the lost Redis has had its publish confirmed (its
+    message is in the queue ahead of the fence) or has given up and undone
+    its reservation (answered 503, recorded as released)."""
+    return int(settings.SECKILL_PUBLISH_BUDGET_MS) + FENCE_MARGIN_MS
+
+
+def stock_warm(*, sku_id: str) -> Warm:
+    """Make sure Redis has the SKU's snapshot, as far as that can be done now.
+
+    A SKU Redis never held (MySQL's epoch 0) is loaded at once. One that Redis
+    held and lost is not: MySQL does not yet have the reservations the lost
+    Redis accepted that are still in the broker, so a snapshot read now would
+    sell their units again. It is fenced instead (the gate answers 503), and
+    the confirm consumer loads it when the fence reaches it (`stock_fence_pass`).
+    Loads run under a short lock so two processes never load twice; a load
     refuses to overwrite a snapshot that appeared meanwhile.
     """
     if redis_store.snapshot_exists(sku_id=sku_id):
-        return True
+        return Warm.READY
     if not sku_known(sku_id=sku_id):
-        return False
+        return Warm.UNKNOWN
+    if redis_store.fence_token(sku_id=sku_id) is not None:
+        return Warm.FENCED
     token = redis_store.warm_lock_acquire(sku_id=sku_id)
     if token is None:
-        if redis_store.wait_for_snapshot(sku_id=sku_id):
-            return True
-        return selectors.sku_get(sku_id=sku_id) is not None and stock_warm(sku_id=sku_id)
+        return _warm_wait(sku_id)
     try:
+        if redis_store.snapshot_exists(sku_id=sku_id):
+            return Warm.READY
         with transaction.atomic():
-            # The row lock makes the snapshot consistent with the gives and
-            # freezes it counts: none can commit while it is read.
             sku = skus_lock(sku_ids=[sku_id]).get(sku_id)
-            snapshot = selectors.sku_snapshot(sku=sku, holdings=_holdings_source(sku_id)) if sku else None
+            fence = sku is not None and sku.redis_epoch > 0
+            snapshot = None if sku is None or fence else _snapshot_next(sku)
         if sku is None:
             redis_store.mark_missing(sku_id=sku_id)
-            return False
-        if redis_store.snapshot_load(sku_id=sku_id, snapshot=snapshot):
-            logger.info("warmed %s: available=%s", sku_id, snapshot.available)
-        return True
+            return Warm.UNKNOWN
+        if fence:
+            raised = redis_store.fence_raise(sku_id=sku_id, delay_ms=fence_delay_ms())
+            if raised is not None:
+                logger.warning("snapshot of %s lost; rebuild fenced behind the confirm queue (%s)",
+                               sku_id, raised.token)
+                return Warm.FENCED
+            return Warm.READY
+        if redis_store.snapshot_load(sku_id=sku_id, snapshot=snapshot) is redis_store.Load.LOADED:
+            logger.info("warmed %s: available=%s epoch=%s", sku_id, snapshot.available, snapshot.epoch)
+        return Warm.READY
     finally:
         redis_store.warm_lock_release(sku_id=sku_id, token=token)
+
+
+def _warm_wait(sku_id: str) -> Warm:
+    """Another process holds the warm lock: wait for what it decides."""
+    deadline = time.monotonic() + WARM_WAIT_S
+    while time.monotonic() < deadline:
+        if redis_store.snapshot_exists(sku_id=sku_id):
+            return Warm.READY
+        if redis_store.fence_token(sku_id=sku_id) is not None:
+            return Warm.FENCED
+        time.sleep(0.02)
+    return Warm.FENCED if selectors.sku_get(sku_id=sku_id) is not None else Warm.UNKNOWN
+
+
+def _snapshot_next(sku: Sku) -> redis_store.Snapshot:
+    """The snapshot of the next load, read with the SKU row locked (so no give or
+    freeze commits between the reads); the load's epoch is recorded first."""
+    Sku.objects.filter(pk=sku.sku_id).update(redis_epoch=F("redis_epoch") + 1)
+    epoch = sku.redis_epoch + 1
+    return selectors.sku_snapshot(sku=sku, holdings=_holdings_source(sku.sku_id), epoch=epoch)
+
+
+def stock_fence_pass(*, sku_id: str, token: str) -> bool:
+    """The confirm consumer reached this SKU's fence: every reservation that
+    was ahead of it in the queue is in MySQL, so a snapshot read now is exact.
+    Load it, if that fence still stands (a copy of a passed fence, or the fence
+    of an earlier loss, changes nothing). Returns True if loaded."""
+    if redis_store.fence_token(sku_id=sku_id) != token:
+        return False
+    lock = None
+    deadline = time.monotonic() + WARM_WAIT_S
+    while lock is None and time.monotonic() < deadline:
+        lock = redis_store.warm_lock_acquire(sku_id=sku_id)
+        if lock is None:
+            time.sleep(0.02)
+    if lock is None:
+        return False  # the fence is sent again (redis_store.FENCE_AGAIN_MS)
+    try:
+        if redis_store.fence_token(sku_id=sku_id) != token or redis_store.snapshot_exists(sku_id=sku_id):
+            return False
+        with transaction.atomic():
+            sku = skus_lock(sku_ids=[sku_id]).get(sku_id)
+            snapshot = _snapshot_next(sku)
+        if redis_store.snapshot_load(sku_id=sku_id, snapshot=snapshot, fence=token) is not redis_store.Load.LOADED:
+            return False
+    finally:
+        redis_store.warm_lock_release(sku_id=sku_id, token=lock)
+    redis_store.fence_forget(sku_id=sku_id)
+    logger.warning("snapshot of %s rebuilt behind its fence: available=%s epoch=%s", sku_id, snapshot.available,
+                   snapshot.epoch)
+    return True
 
 
 def sku_known(*, sku_id: str) -> bool:
@@ -153,18 +242,30 @@ def sku_known(*, sku_id: str) -> bool:
 
 
 def snapshot_rebuild(*, sku_id: str, actor: str) -> None:
-    """Reload the Redis snapshot from MySQL; refused while reservations are in flight."""
+    """Reload the Redis snapshot from MySQL; refused while reservations are in
+    flight. With nothing in flight MySQL has every reservation, so the reload
+    needs no fence: it runs at once, under the warm lock."""
     if selectors.sku_get(sku_id=sku_id) is None:
         raise SkuNotFound(sku_id=sku_id)
     token = redis_store.warm_lock_acquire(sku_id=sku_id)
     if token is None:
         raise StockActionRefused("A warm-up of this SKU is running; try again.")
     try:
-        if not redis_store.snapshot_drop_if_idle(sku_id=sku_id):
-            raise StockActionRefused("Reservations are in flight; rebuild refused (try after the confirms).")
+        lost = not redis_store.snapshot_exists(sku_id=sku_id)
+        if not lost:
+            if not redis_store.snapshot_drop_if_idle(sku_id=sku_id):
+                raise StockActionRefused("Reservations are in flight; rebuild refused (try after the confirms).")
+            with transaction.atomic():
+                snapshot = _snapshot_next(skus_lock(sku_ids=[sku_id])[sku_id])
+            redis_store.snapshot_load(sku_id=sku_id, snapshot=snapshot)
     finally:
         redis_store.warm_lock_release(sku_id=sku_id, token=token)
-    stock_warm(sku_id=sku_id)
+    if lost:
+        # Redis lost it: what the lost Redis accepted may still be in the broker.
+        if stock_warm(sku_id=sku_id) is Warm.FENCED:
+            raise StockActionRefused(_("Redis lost this SKU; its rebuild waits for the confirm queue and "
+                                       "happens by itself within seconds."))
+        return
     logger.warning("snapshot of %s rebuilt by %s", sku_id, actor)
 
 

@@ -20,7 +20,7 @@ from inventory.models import InventoryLog, Sku
 from inventory.redis_store import Reservation
 from inventory.services.gives import GiveRecord, stock_give_record, stock_gives_record
 from inventory.services.locks import skus_lock
-from inventory.services.skus import stock_warm
+from inventory.services.skus import Warm, stock_warm
 
 logger = logging.getLogger(__name__)
 
@@ -138,8 +138,12 @@ def stock_freeze(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
     snapshot loaded or a reconciliation run in between counts the freeze, and a
     freeze whose process died is resolved by `stock_freezes_resolve`."""
     _positive(quantity)
-    if not stock_warm(sku_id=sku_id):
+    warm = stock_warm(sku_id=sku_id)
+    if warm is Warm.UNKNOWN:
         raise SkuNotFound(sku_id=sku_id)
+    if warm is Warm.FENCED:
+        raise Unavailable("Redis lost this SKU; it is rebuilt within seconds, once the confirms before the "
+                          "loss are in MySQL. Try again then.")
     op_id = f"freeze:{uuid.uuid4().hex}"
     InventoryLog.objects.create(sku_id=sku_id, operation=InventoryLog.Operation.FREEZE, quantity=quantity,
                                 op_id=op_id, status=InventoryLog.Status.PENDING, reason=reason, actor=actor)

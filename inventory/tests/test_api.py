@@ -8,8 +8,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from conftest import wait_until
+from conftest import unique, wait_until
 from inventory import redis_store
+from inventory.models import Sku
 
 
 def test_sku_detail_public_and_staff(api, make_sku, make_buyers):
@@ -41,12 +42,33 @@ def test_sku_not_found_and_list(api, make_sku, make_buyers):
     assert sku.sku_id in ids
 
 
-def test_sku_is_warmed_on_read_after_redis_lost_it(api, make_sku, make_buyers):
-    sku = make_sku(stock=3)
-    redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).stock)
+def test_a_sku_redis_never_had_is_loaded_on_read(api, live_db, make_buyers):
+    sku = Sku.objects.create(sku_id=unique("N"), name="never loaded", total_stock=3, available_stock=3)
+    redis_store.sku_registry_add(sku_id=sku.sku_id)  # as sku_create does
     (_, buyer), = make_buyers(1)
     assert api(buyer).get(f"/api/v1/skus/{sku.sku_id}").json()["available"] == 3
     assert redis_store.live_stock(sku_id=sku.sku_id).available == 3
+    assert Sku.objects.get(pk=sku.sku_id).redis_epoch == 1
+
+
+def test_a_sku_redis_lost_is_fenced_on_read_and_loaded_when_the_fence_passes(api, make_sku, make_buyers):
+    from inventory.services.skus import stock_fence_pass
+
+    sku = make_sku(stock=3)
+    redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).stock)
+    (_, buyer), = make_buyers(1)
+    assert api(buyer).get(f"/api/v1/skus/{sku.sku_id}").json()["available"] == 3  # MySQL's figure meanwhile
+    assert redis_store.live_stock(sku_id=sku.sku_id) is None
+    token = redis_store.fence_token(sku_id=sku.sku_id)
+    assert token and sku.sku_id in redis_store.fences_listed()
+    assert not stock_fence_pass(sku_id=sku.sku_id, token="someone-else|0")  # not this fence: nothing
+    assert redis_store.live_stock(sku_id=sku.sku_id) is None
+    assert stock_fence_pass(sku_id=sku.sku_id, token=token)
+    assert redis_store.live_stock(sku_id=sku.sku_id).available == 3
+    assert redis_store.fence_token(sku_id=sku.sku_id) is None
+    assert sku.sku_id not in redis_store.fences_listed()
+    assert Sku.objects.get(pk=sku.sku_id).redis_epoch == 2
+    assert not stock_fence_pass(sku_id=sku.sku_id, token=token)  # a copy of a passed fence changes nothing
 
 
 def _sweeps_just_ran() -> None:

@@ -57,11 +57,15 @@ def test_create_sku_refuses_an_existing_id(live_db):
 
 def test_warm_stock_loads_what_is_absent(live_db):
     sku_id = unique("C")
-    run("create_sku", sku_id, "--stock", "3")
-    redis_store.redis().delete(redis_store.sku_keys(sku_id).stock)
+    Sku.objects.create(sku_id=sku_id, name=sku_id, total_stock=3, available_stock=3)  # Redis never had it
+    redis_store.sku_registry_add(sku_id=sku_id)  # as sku_create does
     out = run("warm_stock", sku_id)
     assert "loaded" in out and redis_store.live_stock(sku_id=sku_id).available == 3
     assert "already warm" in run("warm_stock", sku_id)
+    # Redis lost it: no worker here, so the rebuild stays fenced (nothing loaded at once)
+    redis_store.redis().delete(redis_store.sku_keys(sku_id).stock)
+    out = run("warm_stock", sku_id, "--wait", "0.3")
+    assert f"{sku_id}: fenced" in out and redis_store.live_stock(sku_id=sku_id) is None
     with pytest.raises(CommandError, match="unknown"):
         run("warm_stock", unique("nope"))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
-from conftest import wait_until
+from conftest import rebuild_lost, wait_until
 from inventory import redis_store
 from inventory.services import gives, skus, stock
 from inventory.models import DeadLetter, OutboxMessage
@@ -16,7 +16,7 @@ def test_snapshot_counts_its_gives_so_a_late_redelivery_adds_nothing(make_sku, l
     payload = OutboxMessage.objects.get(sku_id=sku.sku_id, op_id__startswith="restock:").payload
     keys = redis_store.sku_keys(sku.sku_id)
     redis_store.redis().delete(keys.stock, keys.buyers, keys.idem, keys.applied)  # Redis lost the SKU
-    assert skus.stock_warm(sku_id=sku.sku_id)
+    rebuild_lost(sku.sku_id)
     assert redis_store.live_stock(sku_id=sku.sku_id).available == 7  # MySQL already counts the restock
     outcome = gives.stock_give_apply(sku_id=sku.sku_id, op_id=payload["op_id"], quantity=3, user_id=None,
                                         total_delta=3)
@@ -58,7 +58,7 @@ def test_a_give_that_finds_no_snapshot_is_retried_not_lost(make_sku, live_db):
     keys = redis_store.sku_keys(sku.sku_id)
     redis_store.redis().delete(keys.stock)  # Redis lost the SKU; a warm-up starts
     with transaction.atomic():
-        snap = selectors.sku_snapshot(sku=skus_lock(sku_ids=[sku.sku_id])[sku.sku_id], holdings=Holdings())
+        snap = selectors.sku_snapshot(sku=skus_lock(sku_ids=[sku.sku_id])[sku.sku_id], holdings=Holdings(), epoch=2)
     with mock.patch("inventory.messages.publish_gives"):  # the give's message is handled below, by hand
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
     with pytest.raises(gives.GiveDeferred):

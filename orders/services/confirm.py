@@ -33,6 +33,10 @@ STOCK_REFUSAL = "insufficient_stock"
 KEY_REFUSAL = "duplicate_idempotency_key"
 LIMIT_REFUSAL = "limit_reached"
 CLOSED_REFUSAL = "sale_not_active"
+# Accepted by a Redis that was lost, and reaching the confirm after the SKU was
+# rebuilt behind its fence: the rebuilt snapshot did not count it (its request
+# was answered 503 or never answered: a 202 is always ahead of the fence).
+STALE_REFUSAL = "snapshot_lost"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class SaleState:
     status_changed_ms: int = 0
     starts_ms: int = 0
     ends_ms: int = 0
+    epoch: int = 0  # the Redis snapshot load MySQL last recorded
 
     def open_at(self, ms: int) -> bool:
         """Was the sale open when the gate accepted a reservation at `ms`?
@@ -74,20 +79,26 @@ class Decision:
 
     @property
     def settle_failed(self) -> list[str]:
-        """Refused for stock: the buyer's count comes back, the unit does not."""
-        return [r.order_id for r, why in self.refused if why == STOCK_REFUSAL] + self.failed_before
+        """Refused for stock (or taken by a lost Redis): the buyer's count comes
+        back, the unit does not."""
+        return [r.order_id for r, why in self.refused if why in UNIT_KEPT_BY_REDIS] + self.failed_before
 
     @property
     def settle_given_back(self) -> list[str]:
         """Refused for another reason: MySQL kept the unit, Redis gets it back."""
-        return ([r.order_id for r, why in self.refused if why != STOCK_REFUSAL] + self.returned_before
+        return ([r.order_id for r, why in self.refused if why not in UNIT_KEPT_BY_REDIS] + self.returned_before
                 + self.released)
+
+
+# Refusals whose unit Redis must not get back: Redis was above the truth
+# (stock), or the unit is counted by a rebuilt snapshot already (stale).
+UNIT_KEPT_BY_REDIS = (STOCK_REFUSAL, STALE_REFUSAL)
 
 
 def known_outcome(decision: Decision, order_id: str, status: str, reason: str) -> None:
     if status != Order.Status.FAILED:
         decision.confirmed_before.append(order_id)
-    elif reason == STOCK_REFUSAL:
+    elif reason in UNIT_KEPT_BY_REDIS:
         decision.failed_before.append(order_id)
     else:
         decision.returned_before.append(order_id)
@@ -97,7 +108,8 @@ def decide(*, batch: Sequence[Reservation], known: dict[str, tuple[str, str]], r
            keys_taken: set[tuple[int, str]], held: dict[int, int], sale: SaleState) -> Decision:
     """Which reservations become orders. Pure: no store is read or written.
 
-    In the order the gate accepted them: a reservation whose sale was closed,
+    In the order the gate accepted them: a reservation taken by a Redis that was
+    lost since and rebuilt without it (an older epoch), whose sale was closed,
     whose (user, key) already made another order, that would pass the per-user
     limit, or that needs more units than MySQL has left, is refused with that
     reason; the others take their units."""
@@ -114,6 +126,8 @@ def decide(*, batch: Sequence[Reservation], known: dict[str, tuple[str, str]], r
             known_outcome(decision, r.order_id, *known[r.order_id])
         elif r.order_id in released:
             decision.released.append(r.order_id)
+        elif r.epoch < sale.epoch:
+            decision.refused.append((r, STALE_REFUSAL))
         elif not sale.open_at(r.reserved_ms):
             decision.refused.append((r, CLOSED_REFUSAL))
         elif (r.user_id, r.idempotency_key) in keys_taken:
@@ -170,7 +184,7 @@ def confirm_in_mysql(*, sku_id: str, batch: Sequence[Reservation]) -> Decision:
                 .values("user_id").annotate(units=Sum("quantity")).values_list("user_id", "units"))
         sale = SaleState(available=sku.available_stock, per_user_limit=sku.per_user_limit, status=sku.status,
                          status_changed_ms=_epoch_ms(sku.status_changed_at), starts_ms=_epoch_ms(sku.sale_starts_at),
-                         ends_ms=_epoch_ms(sku.sale_ends_at))
+                         ends_ms=_epoch_ms(sku.sale_ends_at), epoch=sku.redis_epoch)
         decision = decide(batch=batch, known=known, released=released, keys_taken=keys_taken, held=held, sale=sale)
         if not decision.accepted and not decision.refused:
             return decision

@@ -16,7 +16,7 @@ from core.errors import (
     IdempotencyKeyReused, LimitReached, SaleNotActive, SkuNotFound, SoldOut, Unavailable,
 )
 from inventory.redis_store import Release, Reserve, ReserveResult
-from inventory.services.skus import stock_warm
+from inventory.services.skus import Warm, stock_warm
 from inventory.services.stock import reservation_release_record
 
 logger = logging.getLogger(__name__)
@@ -128,14 +128,20 @@ def _finish(click: _Click, order_id: str, result: ReserveResult) -> PlacedOrder:
         raise SaleNotActive(sku_id=click.sku_id)
     if result.code is Reserve.UNKNOWN_SKU:
         raise SkuNotFound(sku_id=click.sku_id)
-    raise Unavailable()  # NOT_WARMED right after a warm: Redis is losing data
+    # FENCED: Redis lost this SKU and its rebuild waits behind the broker;
+    # NOT_WARMED right after a warm: Redis is losing data. Nothing was taken.
+    raise Unavailable()
 
 
 def _warm_and_reserve(click: _Click, order_id: str) -> ReserveResult:
-    """Redis lost (or never had) this SKU: load it from MySQL, once, then reserve."""
+    """Redis never had this SKU: load it from MySQL, once, then reserve. One
+    that Redis had and lost is fenced instead (503 until its rebuild is exact)."""
     try:
-        if not stock_warm(sku_id=click.sku_id):
+        warm = stock_warm(sku_id=click.sku_id)
+        if warm is Warm.UNKNOWN:
             return ReserveResult(Reserve.UNKNOWN_SKU)
+        if warm is Warm.FENCED:
+            return ReserveResult(Reserve.FENCED)
         return redis_store.reserve(sku_id=click.sku_id, user_id=click.user_id, quantity=click.quantity,
                                    idempotency_key=click.key, order_id=order_id)
     except redis_store.RedisError as exc:

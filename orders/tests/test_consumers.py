@@ -134,7 +134,7 @@ def no_loss(sku_id, results, stock):
 
 def test_redis_stopped_while_messages_wait_loses_no_order(worker, make_sku, make_buyers):
     """Redis goes away with reservations in flight: the messages alone finish them."""
-    from inventory.services.skus import stock_warm
+    from inventory.services.skus import Warm, stock_warm
 
     sku = make_sku(stock=30, per_user_limit=1)
     buyers = make_buyers(20)
@@ -147,7 +147,10 @@ def test_redis_stopped_while_messages_wait_loses_no_order(worker, make_sku, make
                    what="confirmed from the messages while Redis is down")
     finally:
         redis_start_empty()
-    assert stock_warm(sku_id=sku.sku_id)
+    # Redis came back empty: the SKU is fenced, and the worker rebuilds it once
+    # the fence has come through the confirm queue
+    assert stock_warm(sku_id=sku.sku_id) is Warm.FENCED
+    wait_until(lambda: redis_store.snapshot_exists(sku_id=sku.sku_id), timeout=30, what="rebuilt behind the fence")
     row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.locked_stock) == (10, 20)
     assert InventoryLog.objects.filter(sku_id=sku.sku_id, operation="DECR").count() == 20

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from inventory.redis_store import Reservation
 from orders.services.confirm import (
-    CLOSED_REFUSAL, KEY_REFUSAL, LIMIT_REFUSAL, STOCK_REFUSAL, SaleState, decide,
+    CLOSED_REFUSAL, KEY_REFUSAL, LIMIT_REFUSAL, STALE_REFUSAL, STOCK_REFUSAL, SaleState, decide,
 )
 
 
@@ -70,3 +70,17 @@ def test_a_sale_paused_or_ended_refuses_what_the_gate_accepted_after_it():
     d = run([r("early", ms=50), r("in", ms=4999), r("late", ms=5000)], state=ended)
     assert [x.order_id for x in d.accepted] == ["in"]
     assert {x.order_id for x, _ in d.refused} == {"early", "late"}
+
+
+def test_a_reservation_of_a_lost_redis_reaching_the_confirm_after_the_rebuild_is_refused():
+    """Epoch 1's Redis was lost and the SKU rebuilt as epoch 2 behind its fence:
+    a reservation of epoch 1 arriving now was not counted by the rebuild (its
+    request got no 202), so it takes nothing and Redis gets no unit back."""
+    old = Reservation("a", "S", 1, 1, "k-a", 1000, 1)
+    new = Reservation("b", "S", 2, 1, "k-b", 2000, 2)
+    d = run([old, new], state=sale(available=1, epoch=2))
+    assert [x.order_id for x in d.accepted] == ["b"]
+    assert [(x.order_id, why) for x, why in d.refused] == [("a", STALE_REFUSAL)]
+    assert d.settle_failed == ["a"] and d.settle_given_back == []
+    # before any rebuild the same reservation is an order
+    assert [x.order_id for x in run([old], state=sale(available=1, epoch=1)).accepted] == ["a"]

@@ -56,5 +56,5 @@ class Command(BaseCommand):
                            starts_at=now + timedelta(hours=hours), actor="seed_demo")
                 self.stdout.write(f"created {sku_id} ({stock} units)")
             else:
-                stock_warm(sku_id=sku_id)
-                self.stdout.write(f"{sku_id} exists, snapshot warm")
+                warm = stock_warm(sku_id=sku_id)
+                self.stdout.write(f"{sku_id} exists, snapshot {warm.value}")

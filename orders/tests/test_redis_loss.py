@@ -1,0 +1,251 @@
+"""A Redis loss costs a pause, never a broken promise (README, "When Redis loses
+a SKU"). Against the real servers: Redis flushed mid-sale, Redis killed and
+started again empty mid-sale, and Redis lost while the worker is down. In each,
+every 202 becomes an order that is not FAILED, a key is answered with one order
+id before and after the loss, the SKU answers 503 while its rebuild is fenced
+and then sells again by itself, and both stores agree at the end."""
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from unittest import mock
+
+import pytest
+from django.db.models import Count
+
+from benchmarks.faults import redis_start_empty, redis_stop
+from conftest import Http, assert_balanced, rebuild_lost, settled, start_worker, wait_until
+from inventory import redis_store
+from inventory.models import Sku
+from orders.models import Order
+from reconciliation.services import reconciliation_run
+
+
+class Click:
+    """One buyer's click, sent again while it is answered 503 (as a client
+    told `unavailable` would), until a final answer or `patience` runs out."""
+
+    def __init__(self, token: str, key: str):
+        self.token, self.key = token, key
+        self.answers: list[tuple[float, float, int, dict]] = []  # (sent, answered, status, body)
+
+    def final(self) -> tuple[int, dict]:
+        return self.answers[-1][2:]
+
+
+def click_all(port: int, sku_id: str, clicks: list[Click], *, threads: int = 24, patience: float = 40.0,
+              gap_s: float = 0.0) -> None:
+    chunks = [clicks[i::threads] for i in range(threads)]
+
+    def work(chunk: list[Click]) -> None:
+        http = Http(port)
+        for c in chunk:
+            give_up = time.monotonic() + patience
+            while True:
+                sent = time.monotonic()
+                status, body = http.post_order(c.token, sku_id, 1, c.key)
+                c.answers.append((sent, time.monotonic(), status, body))
+                if status != 503 or time.monotonic() > give_up:
+                    break
+                time.sleep(0.1)
+            time.sleep(gap_s)
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(work, chunks))
+
+
+def sale_clicks(tokens: list[str], *, retries: int, seed: int) -> list[Click]:
+    """A click per token with a fresh key; `retries` of them sent again later
+    with the same key (a client that did not see its answer)."""
+    rnd = random.Random(seed)
+    first = [Click(t, uuid.uuid4().hex) for t in tokens]
+    out = list(first)
+    for c in rnd.sample(first, retries):
+        out.insert(rnd.randrange(len(out) // 2, len(out) + 1), Click(c.token, c.key))
+    return out
+
+
+def judge(sku_id: str, stock: int, clicks: list[Click]) -> dict:
+    """Every promise kept: each 202 is an order that did not fail, a key has
+    one order id, nothing oversold, the stores agree after reconciling."""
+    by_key: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for c in clicks:
+        for _, _, status, body in c.answers:
+            if status == 202:
+                by_key[(c.token, c.key)].add(body["order_id"])
+    two_ids = {k: ids for k, ids in by_key.items() if len(ids) > 1}
+    assert not two_ids, f"keys answered with two order ids: {two_ids}"
+    accepted = set().union(*by_key.values()) if by_key else set()
+    wait_until(lambda: Order.objects.filter(pk__in=accepted).count() == len(accepted), timeout=90,
+               what="every 202 an order in MySQL")
+    settled(sku_id, timeout=60)
+    failed = dict(Order.objects.filter(pk__in=accepted, status="FAILED").values_list("order_id", "failure_reason"))
+    assert not failed, f"{len(failed)} order(s) FAILED after their 202: {list(failed.items())[:5]}"
+    held = Order.objects.filter(sku_id=sku_id, status="PENDING_PAYMENT")
+    assert set(held.values_list("order_id", flat=True)) == accepted
+    assert len(accepted) <= stock
+    per_key = (Order.objects.filter(sku_id=sku_id).values("user_id", "idempotency_key")
+               .annotate(n=Count("order_id")).filter(n__gt=1))
+    assert not per_key.exists(), f"keys with two orders: {list(per_key[:5])}"
+    for _ in range(2):
+        reconciliation_run(trigger="command", observe_gap_s=0.05, sku_ids=[sku_id])
+    row = assert_balanced(sku_id)
+    assert row.locked_stock == len(accepted)
+    return {"accepted": len(accepted), "sold_out": row.available_stock == 0}
+
+
+def first_sale_after(clicks: list[Click], moment: float) -> float | None:
+    """Seconds from `moment` to the first new order answered to a request sent
+    after it."""
+    times = [answered for c in clicks for sent, answered, status, body in c.answers
+             if sent > moment and status == 202 and not body.get("replayed")]
+    return min(times) - moment if times else None
+
+
+def slow_worker(process_env):
+    """A worker whose consumer holds each batch a second and a half before it
+    confirms it: at any moment of the sale that much is in the broker, the
+    window a Redis loss used to turn into FAILED after 202."""
+    return start_worker(dict(process_env, SECKILL_CONFIRM_LINGER_MS="1500"), name=f"slow-{uuid.uuid4().hex[:4]}")
+
+
+def lose_redis_mid_sale(fault, web, process_env, make_sku, make_buyers):
+    stock, buyers = 80, make_buyers(250)
+    sku = make_sku(stock=stock, per_user_limit=1)
+    clicks = sale_clicks([tok for _, tok in buyers], retries=25, seed=13)
+    worker = slow_worker(process_env)
+    lost_at: list[float] = []
+    left_at_loss: list[int] = []
+
+    def land() -> None:
+        wait_until(lambda: (redis_store.live_stock(sku_id=sku.sku_id) or redis_store.LiveStock(stock, 0, 0, 0, 0))
+                   .available <= stock - 10, timeout=30, interval=0.01, what="the sale under way")
+        left_at_loss.append(redis_store.live_stock(sku_id=sku.sku_id).available)
+        fault()
+        lost_at.append(time.monotonic())
+
+    try:
+        t = threading.Thread(target=land)
+        t.start()
+        # paced (about 120 clicks a second) so that the loss lands with most of the stock unsold
+        click_all(web.port, sku.sku_id, clicks, threads=12, gap_s=0.1)
+        t.join()
+        assert lost_at and left_at_loss[0] > 10, f"the loss did not land mid-sale ({left_at_loss})"
+        outcome = judge(sku.sku_id, stock, clicks)
+    finally:
+        worker.stop()
+    pause = first_sale_after(clicks, lost_at[0])
+    print(f"pause after the loss: {pause if pause is None else round(pause, 2)} s; {outcome}")
+    assert outcome["sold_out"] and pause is not None, "the SKU did not sell again by itself after the loss"
+    assert Sku.objects.get(pk=sku.sku_id).redis_epoch == 2  # rebuilt once, behind its fence
+    return pause
+
+
+@pytest.mark.web
+@pytest.mark.worker
+def test_flushall_mid_sale_breaks_no_promise(web, no_worker, process_env, make_sku, make_buyers):
+    lose_redis_mid_sale(lambda: redis_store.redis().flushall(), web, process_env, make_sku, make_buyers)
+
+
+@pytest.mark.web
+@pytest.mark.worker
+def test_redis_restarted_empty_mid_sale_breaks_no_promise(web, no_worker, process_env, make_sku, make_buyers):
+    def restart() -> None:
+        redis_stop()
+        time.sleep(0.3)
+        redis_start_empty()
+
+    lose_redis_mid_sale(restart, web, process_env, make_sku, make_buyers)
+
+
+@pytest.mark.web
+@pytest.mark.worker
+def test_redis_lost_while_the_worker_is_down_pauses_until_it_is_back(web, no_worker, process_env, make_sku,
+                                                                     make_buyers):
+    stock, buyers = 40, make_buyers(100)
+    sku = make_sku(stock=stock, per_user_limit=1)
+    tokens = [tok for _, tok in buyers]
+    early = [Click(t, uuid.uuid4().hex) for t in tokens[:30]]
+    click_all(web.port, sku.sku_id, early, threads=10, patience=0)
+    assert [c.final()[0] for c in early] == [202] * 30  # their confirms wait in the broker
+    redis_store.redis().flushdb()
+
+    http = Http(web.port)
+    status, body = http.post_order(tokens[30], sku.sku_id, 1, uuid.uuid4().hex)
+    assert (status, body["code"]) == (503, "unavailable")
+    assert redis_store.fence_token(sku_id=sku.sku_id) is not None
+    time.sleep(3.5)  # past the fence's not-before: with no consumer it cannot pass
+    status, body = http.post_order(early[0].token, sku.sku_id, 1, early[0].key)  # a retry of an accepted click
+    assert (status, body["code"]) == (503, "unavailable")
+    assert redis_store.live_stock(sku_id=sku.sku_id) is None
+    assert Order.objects.filter(sku_id=sku.sku_id).count() == 0
+
+    back = time.monotonic()
+    worker = start_worker(process_env, name=f"back-{uuid.uuid4().hex[:4]}")
+    try:
+        retry = Click(early[0].token, early[0].key)
+        late = [retry] + [Click(t, uuid.uuid4().hex) for t in tokens[30:]]
+        click_all(web.port, sku.sku_id, late, threads=10)
+        # the key whose reservation was in the broker is answered with its first order id
+        assert retry.final() == (202, retry.final()[1]) and retry.final()[1]["order_id"] == early[0].final()[1]["order_id"]
+        outcome = judge(sku.sku_id, stock, early + late)
+    finally:
+        worker.stop()
+    assert outcome == {"accepted": stock, "sold_out": True}
+    print(f"sold again {first_sale_after(late, back):.2f} s after the worker was started")
+
+
+def test_a_freeze_in_progress_when_redis_is_lost_is_counted_by_the_rebuild(make_sku, live_db):
+    """A freeze is a take too: Redis first, then MySQL. Redis is lost between the
+    two and rebuilt before MySQL moves: the rebuild counts the freeze (its
+    intent), the MySQL move completes, and the stores agree."""
+    from inventory.services import stock
+
+    sku = make_sku(stock=10)
+    real = stock.with_mysql_retry
+
+    def loss_then_rebuild_then_mysql(fn):
+        redis_store.redis().flushdb()
+        rebuild_lost(sku.sku_id)
+        live = redis_store.live_stock(sku_id=sku.sku_id)
+        assert (live.available, live.frozen) == (7, 3)  # counted, before MySQL moved
+        return real(fn)
+
+    with mock.patch("inventory.services.stock.with_mysql_retry", side_effect=loss_then_rebuild_then_mysql):
+        op_id = stock.stock_freeze(sku_id=sku.sku_id, quantity=3, reason="damaged", actor="t")
+    row = assert_balanced(sku.sku_id)
+    assert (row.available_stock, row.frozen_stock) == (7, 3)
+    assert redis_store.freeze(sku_id=sku.sku_id, op_id=op_id, quantity=3) is redis_store.Freeze.ALREADY
+
+
+def test_a_freeze_while_the_sku_is_fenced_takes_nothing(make_sku, live_db):
+    from core.errors import Unavailable
+    from inventory.models import InventoryLog
+    from inventory.services import stock
+
+    sku = make_sku(stock=10)
+    redis_store.redis().flushdb()
+    with pytest.raises(Unavailable):
+        stock.stock_freeze(sku_id=sku.sku_id, quantity=3, reason="damaged", actor="t")
+    assert not InventoryLog.objects.filter(sku_id=sku.sku_id, operation="FREEZE").exists()
+    assert Sku.objects.get(pk=sku.sku_id).available_stock == 10
+
+
+def test_a_fence_left_unlisted_is_listed_again_by_the_orphan_sweep(make_sku, live_db):
+    """A fencer that dies between marking the SKU and listing its fence would
+    leave the SKU answering 503 for good: the orphan sweep lists it again."""
+    from inventory.services.skus import Warm, stock_warm
+    from reconciliation.services import orphans_recover
+
+    sku = make_sku(stock=5)
+    redis_store.redis().flushdb()
+    assert stock_warm(sku_id=sku.sku_id) is Warm.FENCED
+    token = redis_store.fence_token(sku_id=sku.sku_id)
+    redis_store.redis().zrem(redis_store.FENCES_KEY, sku.sku_id)  # the listing never happened
+    assert sku.sku_id not in redis_store.fences_listed()
+    orphans_recover(sku_ids=[sku.sku_id])
+    assert redis_store.fences_listed()[sku.sku_id] == redis_store.Fence(sku.sku_id, token).not_before_ms
