@@ -444,6 +444,16 @@ def fence_token(*, sku_id: str) -> str | None:
     return None if token is None else _s(token)
 
 
+def fences_standing(*, sku_ids: Sequence[str]) -> set[str]:
+    """Which of these SKUs are fenced (one round trip; none asked, none made)."""
+    if not sku_ids:
+        return set()
+    pipe = redis().pipeline(transaction=False)
+    for sku_id in sku_ids:
+        pipe.exists(sku_keys(sku_id).fence)
+    return {sku_id for sku_id, n in zip(sku_ids, pipe.execute()) if n}
+
+
 def fence_forget(*, sku_id: str) -> None:
     """The SKU's fence passed: it leaves the list of fences to send."""
     redis().zrem(FENCES_KEY, sku_id)

@@ -117,6 +117,7 @@ LIVE_LAG_CANDIDATES = 32
 SALE_STATE_LABELS = {
     "on_sale": _("on sale"), "sold_out": _("sold out"), "upcoming": _("upcoming"),
     "ended": _("ended"), "paused": _("paused"), "active": _("active"),
+    "rebuilding": _("rebuilding after a Redis loss"),
 }
 
 
@@ -135,11 +136,14 @@ class LiveRow:
     orders_by_status: dict[str, int]
     check: SkuReconciliation | None  # the latest reconciliation row of this SKU
     now_ms: int
+    fenced: bool = False  # Redis lost it; its rebuild waits behind the confirm queue
 
     @property
     def sale_state(self) -> str:
         from inventory.selectors import SkuView
 
+        if self.fenced and self.live is None:
+            return "rebuilding"
         return SkuView(sku=self.sku, live=self.live).sale_state
 
     @property
@@ -199,8 +203,9 @@ def live_rows() -> tuple[list[LiveRow], int]:
     checks = {c.sku_id: c for c in SkuReconciliation.objects.filter(pk__in=latest_ids).select_related("run")}
     live, inflight, now_ms = redis_store.inflight_figures(
         sku_ids=ids, exact_upto=LIVE_LAG_EXACT_UPTO, candidates=LIVE_LAG_CANDIDATES)
+    fenced = redis_store.fences_standing(sku_ids=[s for s in ids if live.get(s) is None])
     rows = [LiveRow(s, live.get(s.sku_id), inflight[s.sku_id], counts.get(s.sku_id, {}), checks.get(s.sku_id),
-                    now_ms) for s in skus]
+                    now_ms, s.sku_id in fenced) for s in skus]
     return sorted(rows, key=lambda r: r.sku.sku_id), now_ms
 
 

@@ -104,3 +104,17 @@ def test_drift_is_the_latest_check_and_reads_are_bounded_and_lock_free(live_db, 
     assert row["drift"]["run_id"] == latest.run_id
     assert row["drift"]["at"] == shown  # in the active time zone (8 h ahead of UTC here)
     assert len(body["skus"]) <= selectors.LIVE_SKU_LIMIT
+
+
+def test_a_sku_whose_rebuild_is_fenced_shows_as_rebuilding(live_db, make_sku):
+    from inventory.services.skus import Warm, stock_fence_pass, stock_warm
+
+    sku = make_sku(stock=6)
+    redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).stock)  # Redis lost it
+    assert stock_warm(sku_id=sku.sku_id) is Warm.FENCED
+    c = _client(*make_staff("support"))
+    entry = _sku_entry(c.get(URL).json(), sku.sku_id)
+    assert (entry["sale_state"], entry["redis_available"]) == ("rebuilding", None)
+    assert stock_fence_pass(sku_id=sku.sku_id, token=redis_store.fence_token(sku_id=sku.sku_id))
+    entry = _sku_entry(c.get(URL).json(), sku.sku_id)
+    assert (entry["sale_state"], entry["redis_available"]) == ("on_sale", 6)
