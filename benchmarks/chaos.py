@@ -125,6 +125,15 @@ def redis_restart(ctx: Context) -> None:
     faults.redis_start_empty()
 
 
+def redis_rollback(ctx: Context) -> None:
+    """Redis saves a file, sells on a moment, is killed and comes back from that
+    file: data older than what it lost (a failover to a lagging replica)."""
+    path = faults.redis_save_snapshot()
+    time.sleep(0.3)
+    _redis_loss(ctx, faults.redis_stop)
+    faults.redis_start_from(path)
+
+
 def redis_flushall(ctx: Context) -> None:
     """FLUSHALL mid-sale: every key gone, the server up all along."""
     _redis_loss(ctx, faults.redis_flushall)
@@ -154,6 +163,7 @@ FAULTS: dict[str, Callable[[Context], None]] = {
     "rabbitmq-restart": rabbitmq_restart,
     "redis-restart": redis_restart,
     "redis-flushall": redis_flushall,
+    "redis-rollback": redis_rollback,
     "mariadb-restart": mariadb_restart,
     "web-kill": web_kill,
     "worker-down": worker_down,
@@ -351,8 +361,8 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
 
 # Redis losses every plan holds (when their faults are chosen): alone, while the
 # worker is down for the whole sale, and just before and after a worker kill.
-LOSS_RUNS = [("redis-flushall",), ("redis-restart",), ("worker-down", "redis-restart"),
-             ("redis-restart", "worker-kill"), ("worker-kill", "redis-flushall")]
+LOSS_RUNS = [("redis-flushall",), ("redis-restart",), ("redis-rollback",), ("worker-down", "redis-restart"),
+             ("redis-restart", "worker-kill"), ("worker-kill", "redis-flushall"), ("redis-rollback", "web-kill")]
 
 
 def plan(only: list[str] | None, quick: bool) -> list[tuple[str, ...]]:

@@ -68,7 +68,8 @@ def redis_stop() -> None:
 def redis_start_empty() -> None:
     """Start Redis as scripts/lib.sh does, keeping nothing on disk."""
     subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", str(REDIS_PORT),
-                    "--save", "", "--appendonly", "no", "--dir", "/tmp", "--logfile", "/tmp/seckill-fault-redis.log"],
+                    "--save", "", "--appendonly", "no", "--dir", "/tmp", "--dbfilename", "seckill-never-saved.rdb",
+                    "--logfile", "/tmp/seckill-fault-redis.log"],
                    check=True, timeout=30)
     _wait(redis_ping, 30, "Redis")
 
@@ -78,6 +79,52 @@ def redis_restart_empty(down_s: float = 0.0) -> None:
     redis_stop()
     time.sleep(down_s)
     redis_start_empty()
+
+
+def _redis_cli(*args: str) -> str:
+    return subprocess.run(["redis-cli", "-p", str(REDIS_PORT), *args], check=True, capture_output=True, text=True,
+                          timeout=30).stdout.strip()
+
+
+SNAPSHOT_FILE = "seckill-fault.rdb"
+
+
+def redis_save_snapshot() -> str:
+    """An RDB file of what Redis holds now (BGSAVE, waited for, then moved to a
+    name of our own so no later start loads it by accident). Returns its path,
+    for `redis_restart_from`. (dir and dbfilename are protected configs in
+    Redis 7: read, never set.)"""
+    import os
+
+    folder = _redis_cli("config", "get", "dir").splitlines()[-1]
+    name = _redis_cli("config", "get", "dbfilename").splitlines()[-1]
+    before = _redis_cli("lastsave")
+    _redis_cli("bgsave")
+    _wait(lambda: _redis_cli("lastsave") != before, 30, "Redis BGSAVE")
+    path = os.path.join(folder, SNAPSHOT_FILE)
+    os.replace(os.path.join(folder, name), path)
+    return path
+
+
+def redis_restart_from(path: str) -> None:
+    """Redis killed and started again from an older RDB file (a restart that
+    loaded stale data, as a failover to a lagging replica would): every write
+    since the file was made is gone, the older data is back. The file is
+    removed once loaded, so no later start finds it."""
+    redis_stop()
+    redis_start_from(path)
+
+
+def redis_start_from(path: str) -> None:
+    """Start Redis (stopped) from an RDB file made by `redis_save_snapshot`; the file goes once loaded."""
+    import os
+
+    folder, name = os.path.split(path)
+    subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "--port", str(REDIS_PORT),
+                    "--save", "", "--appendonly", "no", "--dir", folder, "--dbfilename", name,
+                    "--logfile", "/tmp/seckill-fault-redis.log"], check=True, timeout=30)
+    _wait(redis_ping, 30, "Redis")
+    os.remove(path)
 
 
 def redis_flushall() -> None:

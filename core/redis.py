@@ -8,13 +8,20 @@ _lib.lua), as redis-py Script objects loaded once.
 """
 from __future__ import annotations
 
+import logging
+import os
+import threading
+import time
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from django_redis import get_redis_connection
 from redis import Redis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError, RedisError  # noqa: F401  (re-exported)
+
+logger = logging.getLogger(__name__)
 
 CORE_LIB = Path(__file__).resolve().parent / "lua" / "_lib.lua"
 
@@ -23,21 +30,103 @@ def redis() -> Redis:
     return get_redis_connection("default")
 
 
+# --- A new Redis instance is not trusted until it was checked ---------------------------
+# Redis empties its script cache when the server restarts, when a replica is
+# promoted, and on SCRIPT FLUSH; it keeps it otherwise. So the first NOSCRIPT
+# a process meets says the server may be a new instance, whose data may be
+# older than what was lost (an RDB or append-only file, a replica that lagged).
+# Before any script is loaded again, the hooks apps registered run, once per
+# instance (its run id, recorded in INSTANCE_KEY once they succeeded); other
+# processes wait for them. Scripts are loaded only through this path, so no
+# script runs on a new instance before its check.
+
+INSTANCE_KEY = "seckill:instance"
+INSTANCE_CHECK_WAIT_S = 30.0
+_new_instance_hooks: list[Callable[[], None]] = []
+_checking = threading.local()
+
+
+def on_new_instance(hook: Callable[[], None]) -> None:
+    """Run `hook` when a new Redis instance is met, before any script runs on it."""
+    if hook not in _new_instance_hooks:
+        _new_instance_hooks.append(hook)
+
+
+def instance_check(client: Redis) -> None:
+    run_id = client.info("server")["run_id"]
+    if text(client.get(INSTANCE_KEY) or b"") == run_id:
+        return  # checked already (or the cache was flushed on the same instance)
+    lock = f"{INSTANCE_KEY}:check:{run_id}"
+    if client.set(lock, os.getpid(), nx=True, ex=int(INSTANCE_CHECK_WAIT_S)):
+        logger.warning("new Redis instance %s: checking its data before any script runs", run_id)
+        _checking.active = True
+        try:
+            for hook in _new_instance_hooks:
+                hook()
+            # Every script now, so that no later NOSCRIPT on this instance comes
+            # from a script merely not used yet (a FLUSHALL also removes
+            # INSTANCE_KEY: that NOSCRIPT would check again for nothing).
+            for folder in _folders:
+                folder.load_all(client)
+            client.set(INSTANCE_KEY, run_id)
+        finally:
+            _checking.active = False
+            client.delete(lock)
+        return
+    deadline = time.monotonic() + INSTANCE_CHECK_WAIT_S
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if text(client.get(INSTANCE_KEY) or b"") == run_id:
+            return
+        if not client.exists(lock):  # the checker failed: try again ourselves
+            return instance_check(client)
+    raise RedisError(f"the check of the new Redis instance {run_id} did not finish")
+
+
+class GuardedScript(Script):
+    """A redis-py Script whose reload after NOSCRIPT waits for `instance_check`."""
+
+    def __call__(self, keys=None, args=None, client=None):
+        keys, args = list(keys or []), list(args or [])
+        client = client if client is not None else self.registered_client
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            if not getattr(_checking, "active", False):
+                instance_check(client)
+            self.sha = client.script_load(self.script)
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+
+
+_folders: list["Scripts"] = []
+
+
 class Scripts:
     """The scripts of one folder. `get(name)` is the Script for `<name>.lua`;
-    its `.sha` is known without a round trip, so a hot path can pipeline it."""
+    its `.sha` is known without a round trip, so a hot path can pipeline it.
+    The text names the database, so each database sharing a server meets its
+    own NOSCRIPT after a restart (and is checked)."""
 
     def __init__(self, folder: Path):
         self.folder = folder
+        _folders.append(self)
+
+    def load_all(self, client: Redis) -> None:
+        for path in sorted(self.folder.glob("*.lua")):
+            if not path.name.startswith("_"):
+                script = self.get(path.stem)
+                script.sha = client.script_load(script.script)
 
     @lru_cache(maxsize=None)
     def get(self, name: str) -> Script:
-        parts = [CORE_LIB.read_text()]
+        client = redis()
+        db = client.connection_pool.connection_kwargs.get("db", 0)
+        parts = [f"-- seckill, database {db}", CORE_LIB.read_text()]
         own = self.folder / "_lib.lua"
         if own.exists():
             parts.append(own.read_text())
         parts.append((self.folder / f"{name}.lua").read_text())
-        return redis().register_script("\n".join(parts))
+        return GuardedScript(client, "\n".join(parts))
 
     def __hash__(self) -> int:
         return hash(self.folder)

@@ -421,6 +421,28 @@ def fences_due(*, cap: int = 100) -> list[Fence]:
     return out
 
 
+def _skus_with(suffix: str) -> set[str]:
+    """SKU ids that have a `seckill:{<sku>}:<suffix>` key (SCAN: a rare, whole-keyspace walk)."""
+    head, tail = "seckill:{", "}:" + suffix
+    return {_s(k)[len(head):-len(tail)] for k in redis().scan_iter(match=f"seckill:{{*}}:{suffix}", count=1000)}
+
+
+def snapshots_fence_all(*, delay_ms: int) -> list[Fence]:
+    """Drop every snapshot this Redis holds and fence its SKU (distrust.lua); a
+    fence found is replaced by one counted from now. For a new instance whose
+    data may be older than what was lost."""
+    fences = []
+    for sku_id in sorted(_skus_with("stock") | _skus_with("fence")):
+        k = sku_keys(sku_id)
+        raw = _script("distrust")(keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.claims,
+                                        k.applied, k.fence], args=[uuid.uuid4().hex, delay_ms])
+        if int(raw[0]) == 1:
+            fence = Fence(sku_id, _s(raw[1]))
+            redis().zadd(FENCES_KEY, {sku_id: fence.not_before_ms})
+            fences.append(fence)
+    return fences
+
+
 def fences_relist(*, sku_ids: Sequence[str]) -> int:
     """List again the fences of these SKUs that are not listed (a fencer that
     died between its two calls would otherwise leave its SKU fenced for good).

@@ -199,6 +199,17 @@ def _snapshot_next(sku: Sku) -> redis_store.Snapshot:
     return selectors.sku_snapshot(sku=sku, holdings=_holdings_source(sku.sku_id), epoch=epoch)
 
 
+def snapshots_distrust() -> None:
+    """Redis is a new instance (core.redis.instance_check): what it holds may be
+    older than what was lost (restored from a file, a replica that lagged), so
+    every SKU it has data of is dropped and fenced, and rebuilt exactly behind
+    the confirm queue like a SKU Redis lost outright."""
+    fences = redis_store.snapshots_fence_all(delay_ms=fence_delay_ms())
+    if fences:
+        logger.warning("new Redis instance held %d SKU snapshot(s); all fenced for an exact rebuild: %s",
+                       len(fences), [f.sku_id for f in fences[:20]])
+
+
 def stock_fence_pass(*, sku_id: str, token: str) -> bool:
     """The confirm consumer reached this SKU's fence: every reservation that
     was ahead of it in the queue is in MySQL, so a snapshot read now is exact.
