@@ -98,9 +98,15 @@ def redis_save_snapshot() -> str:
 
     folder = _redis_cli("config", "get", "dir").splitlines()[-1]
     name = _redis_cli("config", "get", "dbfilename").splitlines()[-1]
-    before = _redis_cli("lastsave")
+    def persistence() -> dict[str, str]:
+        return dict(line.split(":", 1) for line in _redis_cli("info", "persistence").splitlines() if ":" in line)
+
+    # LASTSAVE counts seconds (two saves in one second look alike): count the
+    # saves, and wait until none is in progress.
+    before = int(persistence()["rdb_saves"])
     _redis_cli("bgsave")
-    _wait(lambda: _redis_cli("lastsave") != before, 30, "Redis BGSAVE")
+    _wait(lambda: (lambda p: int(p["rdb_saves"]) > before and p["rdb_bgsave_in_progress"] == "0")(persistence()),
+          30, "Redis BGSAVE")
     path = os.path.join(folder, SNAPSHOT_FILE)
     os.replace(os.path.join(folder, name), path)
     return path

@@ -134,10 +134,14 @@ class ConfirmConsumer(threading.Thread):
         # Every reservation ahead of these fences is in MySQL now (this batch's
         # too, which can only hold reservations of other SKUs or ones the lost
         # Redis accepted): the fenced snapshots can be rebuilt exactly.
+        # A store away is waited out as for the confirms (a dead MySQL connection
+        # is replaced on the way); any other failure leaves the fence standing,
+        # and it is sent again (redis_store.FENCE_AGAIN_MS).
         for sku_id, token in dict(fences).items():
             try:
-                stock_fence_pass(sku_id=sku_id, token=token)
-            except Exception as exc:  # the fence stays and is sent again (redis_store.FENCE_AGAIN_MS)
+                until_done(lambda sku_id=sku_id, token=token: stock_fence_pass(sku_id=sku_id, token=token),
+                           idle=idle, what=f"fence of {sku_id}")
+            except Exception as exc:
                 logger.warning("fence of %s not passed: %r", sku_id, exc)
 
     def _send_fences(self) -> None:

@@ -75,6 +75,6 @@ CELERY_TASK_PUBLISH_RETRY = True
 CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.3,
 }
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BEAT_SCHEDULER = "seckill_site.beat:DatabaseScheduler"
 CELERY_TIMEZONE = os.environ.get("TIME_ZONE", "UTC")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
