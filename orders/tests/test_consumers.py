@@ -10,7 +10,7 @@ from django.db import connection
 
 from benchmarks.faults import mariadb_restart, redis_start_empty, redis_stop
 from conftest import (
-    RowHold, accepted_ids, publish, rabbitmq_queue, rabbitmq_restart, reserve_direct, sell, sell_during, start_worker, wait_until, assert_balanced, settled,
+    RowHold, accepted_ids, publish, rabbitmq_queue, rabbitmq_restart, rebuild_lost, reserve_direct, sell, sell_during, start_worker, wait_until, assert_balanced, settled,
 )
 from inventory import redis_store
 from inventory.models import DeadLetter, InventoryLog, Sku
@@ -168,3 +168,35 @@ def test_mysql_stopped_during_a_sale_loses_nothing(web, worker, make_sku, make_b
     connection.close()
     assert len(accepted_ids(results)) >= 1
     no_loss(sku.sku_id, results, 50)
+
+
+def test_a_task_running_when_the_broker_restarts_does_not_end_the_worker(process_env, no_worker, make_sku,
+                                                                         make_buyers):
+    """The threads pool cannot cancel a running task; asked to on a connection
+    loss, Celery used to end the whole worker (celery/celery#7185). A give that
+    waits for its snapshot runs for seconds: RabbitMQ restarts meanwhile, and
+    the worker must go on (the give's message comes again; gives are idempotent)."""
+    import uuid
+
+    from inventory.services import stock
+
+    w = start_worker(process_env, name=f"pool-{uuid.uuid4().hex[:4]}")
+    try:
+        sku = make_sku(stock=3)
+        redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).stock)  # the give will wait for a snapshot
+        stock.stock_restock(sku_id=sku.sku_id, quantity=2, reason="more", actor="t")
+        wait_until(lambda: "stock_gives_task" in w.log_text() and "received" in w.log_text(), timeout=30,
+                   what="the give task running")
+        rabbitmq_restart()
+        time.sleep(2)
+        assert w.popen.poll() is None, w.log_text()[-3000:]
+        assert "does not implement kill_job" not in w.log_text()
+        # and it still works: a reservation published now becomes an order
+        rebuild_lost(sku.sku_id)
+        (user, _), = make_buyers(1)
+        r = reserve_direct(sku.sku_id, user.pk)
+        publish(r)
+        wait_until(lambda: Order.objects.filter(pk=r.order_id, status="PENDING_PAYMENT").exists(), timeout=60,
+                   what="confirmed after the broker restart")
+    finally:
+        w.stop()

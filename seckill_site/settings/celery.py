@@ -50,13 +50,18 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # A task that raised is rejected without requeue, i.e. dead-lettered, not acked.
 CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = False
-CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 # Celery's own consumer carries gives and sweeps only (confirms have their own
 # consumer): a small prefetch.
 CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("SECKILL_WORKER_PREFETCH", 4)
 # Threads, not prefork: a task is a few Redis and MySQL round trips, and
 # prefork's per-task hand-off to a child process cost more CPU than the task.
 CELERY_WORKER_POOL = os.environ.get("SECKILL_WORKER_POOL", "threads")
+# Cancelling the tasks that run when the broker connection drops needs a pool
+# that can kill a job: the threads pool cannot, and Celery then ends the whole
+# worker ("does not implement kill_job", celery/celery#7185 and #10490; the
+# fault matrix hit it). With threads a running task finishes, its ack is lost
+# with the channel, the broker delivers it again, and every task is idempotent.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = CELERY_WORKER_POOL == "prefork"
 CELERY_WORKER_CONCURRENCY = env_int("SECKILL_WORKER_CONCURRENCY", 4)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
