@@ -42,6 +42,10 @@ def redis() -> Redis:
 
 INSTANCE_KEY = "seckill:instance"
 INSTANCE_CHECK_WAIT_S = 30.0
+# The checker's lock lapses this soon, so a checker that died (its process
+# killed) holds the others back only that long; a check that outlives it may
+# run twice, which is safe (dropping and fencing a snapshot again only pauses).
+INSTANCE_CHECK_LOCK_S = 5
 _new_instance_hooks: list[Callable[[], None]] = []
 _checking = threading.local()
 
@@ -57,7 +61,7 @@ def instance_check(client: Redis) -> None:
     if text(client.get(INSTANCE_KEY) or b"") == run_id:
         return  # checked already (or the cache was flushed on the same instance)
     lock = f"{INSTANCE_KEY}:check:{run_id}"
-    if client.set(lock, os.getpid(), nx=True, ex=int(INSTANCE_CHECK_WAIT_S)):
+    if client.set(lock, os.getpid(), nx=True, ex=INSTANCE_CHECK_LOCK_S):
         logger.warning("new Redis instance %s: checking its data before any script runs", run_id)
         _checking.active = True
         try:

@@ -158,6 +158,18 @@ class ReserveResult:
     limit: int = 0
     reserved_ms: int = 0
     epoch: int = 0
+    wait_ms: int = 0  # DUPLICATE: the first request may still be deciding for this long
+
+
+# Beyond the publish budget, this much more (clock rates, scheduling).
+DECISION_MARGIN_MS = 500
+
+
+def decision_window_ms() -> int:
+    """How long after its reserve a request may still be deciding: by then its
+    publish was confirmed (the message is in the queue) or it gave up and
+    undid its take (answered 503, recorded as released)."""
+    return int(settings.SECKILL_PUBLISH_BUDGET_MS) + DECISION_MARGIN_MS
 
 
 def reserve_call(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str) -> Call:
@@ -165,7 +177,7 @@ def reserve_call(*, sku_id: str, user_id: int, quantity: int, idempotency_key: s
     k = sku_keys(sku_id)
     keys = [k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.missing, k.released, k.fence]
     args = [user_id, quantity, idempotency_key, order_id, _ms("SECKILL_ORPHAN_GRACE_SECONDS"),
-            _ms("SECKILL_IDEMPOTENCY_SECONDS")]
+            _ms("SECKILL_IDEMPOTENCY_SECONDS"), decision_window_ms()]
     return Call(_script("reserve"), keys, args)
 
 
@@ -174,7 +186,7 @@ def reserve_result(raw) -> ReserveResult:
     if code is Reserve.OK:
         return ReserveResult(code, _s(raw[1]), int(raw[2]), reserved_ms=int(raw[3]), epoch=int(raw[4]))
     if code is Reserve.DUPLICATE:
-        return ReserveResult(code, _s(raw[1]), int(raw[2]))
+        return ReserveResult(code, _s(raw[1]), int(raw[2]), wait_ms=int(raw[3]))
     if code is Reserve.KEY_REUSED:
         return ReserveResult(code, _s(raw[1]))
     if code is Reserve.SOLD_OUT:

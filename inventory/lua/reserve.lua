@@ -11,9 +11,12 @@ KEYS[9] seckill:{sku}:fence     the token of a rebuild waiting behind the broker
 ARGV[1] user id  ARGV[2] quantity  ARGV[3] idempotency key  ARGV[4] order id
 ARGV[5] grace before the orphan sweep may republish (ms)
 ARGV[6] lifetime of an idempotency record (ms)
+ARGV[7] how long after its reserve a request may still be deciding (publish budget + margin, ms)
 Returns {code, ...}; never raises for an expected outcome:
   {0, order_id, available_after, reserved_ms, epoch}  OK, stock taken
-  {1, first_order_id, quantity}    DUPLICATE: same user, key and body; nothing taken
+  {1, first_order_id, quantity, wait_ms}  DUPLICATE: same user, key and body;
+                                   nothing taken. wait_ms > 0: the first is in flight
+                                   and its request may still undo it (publish failed)
   {2, first_order_id}              KEY_REUSED: same user and key, other body
   {3, available}                   SOLD_OUT
   {4, held, limit}                 LIMIT_REACHED
@@ -23,8 +26,8 @@ Returns {code, ...}; never raises for an expected outcome:
   {8}                              RETIRED: this order id was undone; use a new one
   {9}                              FENCED: no snapshot, its rebuild waits behind the broker
 ]]
-if #KEYS ~= 9 or #ARGV ~= 6 then
-  return redis.error_reply('reserve: expects 9 keys and 6 args')
+if #KEYS ~= 9 or #ARGV ~= 7 then
+  return redis.error_reply('reserve: expects 9 keys and 7 args')
 end
 local user, qty, key, oid = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local field = user .. ':' .. key
@@ -41,7 +44,14 @@ if prior then
   local sep = string.find(prior, '|', 1, true)
   local first_id = string.sub(prior, 1, sep - 1)
   local first_qty = tonumber(string.sub(prior, sep + 1))
-  if first_qty == qty then return {1, first_id, first_qty} end
+  if first_qty == qty then
+    local wait, e = 0, redis.call('HGET', KEYS[3], first_id)
+    if e then
+      local _, _, ms = inflight_parse(e)
+      wait = math.max(0, ms + tonumber(ARGV[7]) - now_ms())
+    end
+    return {1, first_id, first_qty, wait}
+  end
   return {2, first_id}
 end
 

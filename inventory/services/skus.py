@@ -9,7 +9,6 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Callable
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -121,9 +120,6 @@ class Warm(enum.Enum):
     UNKNOWN = "unknown"  # MySQL has no such SKU
 
 
-# Beyond the publish budget, the fence waits this much more (clock rates,
-# scheduling) before it may be sent.
-FENCE_MARGIN_MS = 500
 WARM_WAIT_S = 3.0
 
 
@@ -132,7 +128,7 @@ def fence_delay_ms() -> int:
     request that reserved in the lost Redis has had its publish confirmed (its
     message is in the queue ahead of the fence) or has given up and undone
     its reservation (answered 503, recorded as released)."""
-    return int(settings.SECKILL_PUBLISH_BUDGET_MS) + FENCE_MARGIN_MS
+    return redis_store.decision_window_ms()
 
 
 def stock_warm(*, sku_id: str) -> Warm:

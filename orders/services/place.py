@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 
@@ -44,6 +44,7 @@ class _Click:
     key: str
     started: float  # time.monotonic() when the request reached the service
     again: bool = False  # second pass after a retired order id
+    waited: bool = False  # waited once for the first request with this key to decide
 
 
 def order_place(*, user_id: int, token: str, sku_id: str, quantity: int, idempotency_key: str,
@@ -112,6 +113,13 @@ def _finish(click: _Click, order_id: str, result: ReserveResult) -> PlacedOrder:
         _publish_or_release(click, reservation)
         return PlacedOrder(order_id, click.sku_id, click.quantity, created=True, reserved_ms=result.reserved_ms)
     if result.code is Reserve.DUPLICATE:
+        if result.wait_ms > 0 and not click.waited:
+            # The first request with this key may still undo its take (its
+            # publish under way or failing): answer once it has decided, so a
+            # 202 here never names an order its own request then gives up.
+            time.sleep(min(result.wait_ms, redis_store.decision_window_ms()) / 1000)
+            first = KeyClaim(order_id=result.order_id, sku_id=click.sku_id, quantity=click.quantity, claimed_ms=0)
+            return _place_again(replace(click, waited=True), first)
         return PlacedOrder(result.order_id, click.sku_id, click.quantity, created=False, reserved_ms=0)
 
     # Refused: the key claims nothing, so the client may fix the body and retry.

@@ -1,6 +1,7 @@
 """The purchase path: no MySQL, idempotent, and a failed publish takes nothing."""
 from __future__ import annotations
 
+import time
 from unittest import mock
 
 import pytest
@@ -254,3 +255,55 @@ def test_listing_orders_reads_only_the_callers_reservations(api, make_sku, make_
     assert sum(len(call.kwargs["candidates"]) for call in find.call_args_list) == 1
     for r in redis_store.inflight_entries(sku_id=sku.sku_id):
         redis_store.release(sku_id=sku.sku_id, order_id=r.order_id)
+
+
+def test_a_retry_while_the_first_request_is_still_publishing_answers_as_that_request_ends(
+        live_db, make_sku, make_buyers, settings):
+    """The same key comes again while the first request waits for the broker,
+    whose publish then fails: the first answers 503 and undoes its take, so the
+    retry must not have been told 202 with that order (it never becomes one).
+    It waits until the first has decided, then places afresh."""
+    import threading
+
+    from accounts import token_cache
+    from core.errors import Unavailable
+    from orders.services.place import order_place
+
+    settings.SECKILL_PUBLISH_BUDGET_MS = 1500
+    sku = make_sku(stock=5, per_user_limit=5)
+    (user, token), = make_buyers(1)
+    first_publish_may_fail = threading.Event()
+    published: list[str] = []
+
+    def publish(reservation, *, deadline):
+        if not published:  # the first request's publish: slow, then the broker is gone
+            published.append(reservation.order_id)
+            first_publish_may_fail.wait(5)
+            raise ConnectionResetError("broker gone")
+        published.append(reservation.order_id)
+
+    outcomes: dict[str, object] = {}
+
+    def place(name: str) -> None:
+        try:
+            prior = token_cache.authorize(token=token, idempotency_key="k").prior
+            outcomes[name] = order_place(user_id=user.pk, token=token, sku_id=sku.sku_id, quantity=1,
+                                         idempotency_key="k", prior=prior)
+        except Exception as exc:  # noqa: BLE001 - the outcome is what is asserted
+            outcomes[name] = exc
+
+    with mock.patch("inventory.messages.publish_confirm", side_effect=publish):
+        first = threading.Thread(target=place, args=("first",))
+        first.start()
+        wait_until(lambda: published and redis_store.inflight_entries(sku_id=sku.sku_id), what="first in flight")
+        retry = threading.Thread(target=place, args=("retry",))
+        retry.start()
+        time.sleep(0.3)  # the retry is waiting now; the first request's publish fails
+        first_publish_may_fail.set()
+        first.join(10)
+        retry.join(10)
+    assert isinstance(outcomes["first"], Unavailable)
+    placed = outcomes["retry"]
+    assert not isinstance(placed, Exception), placed
+    assert placed.order_id != published[0] and placed.created  # a new order, not the one given up
+    assert [r.order_id for r in redis_store.inflight_entries(sku_id=sku.sku_id)] == [placed.order_id]

@@ -304,3 +304,23 @@ def test_redis_restarted_from_an_older_file_mid_sale_breaks_no_promise(web, no_w
         redis_restart_from(path)
 
     lose_redis_mid_sale(rollback, web, process_env, make_sku, make_buyers)
+
+
+def test_a_checker_that_died_holds_the_other_processes_back_only_briefly(make_sku, make_buyers, live_db):
+    """The process checking a new instance was killed while holding its lock:
+    the others wait for the lock to lapse, then one of them checks."""
+    from core.redis import INSTANCE_CHECK_LOCK_S, INSTANCE_KEY
+
+    sku = make_sku(stock=3)
+    (user, _), = make_buyers(1)
+    r = redis_store.redis()
+    run_id = r.info("server")["run_id"]
+    r.set(INSTANCE_KEY, "the-instance-before")
+    r.set(f"{INSTANCE_KEY}:check:{run_id}", "a pid that was killed", ex=2)
+    r.script_flush()
+    started = time.monotonic()
+    got = redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k",
+                              order_id=uuid.uuid4().hex)
+    waited = time.monotonic() - started
+    assert got.code is redis_store.Reserve.FENCED  # checked: the snapshot was not trusted
+    assert 1.5 <= waited <= INSTANCE_CHECK_LOCK_S + 1, waited
