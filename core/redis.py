@@ -8,6 +8,7 @@ _lib.lua), as redis-py Script objects loaded once.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
@@ -32,13 +33,15 @@ def redis() -> Redis:
 
 # --- A new Redis instance is not trusted until it was checked ---------------------------
 # Redis empties its script cache when the server restarts, when a replica is
-# promoted, and on SCRIPT FLUSH; it keeps it otherwise. So the first NOSCRIPT
-# a process meets says the server may be a new instance, whose data may be
-# older than what was lost (an RDB or append-only file, a replica that lagged).
-# Before any script is loaded again, the hooks apps registered run, once per
-# instance (its run id, recorded in INSTANCE_KEY once they succeeded); other
-# processes wait for them. Scripts are loaded only through this path, so no
-# script runs on a new instance before its check.
+# promoted, and on SCRIPT FLUSH; it keeps it otherwise. So a NOSCRIPT may say
+# the server is a new instance, whose data may be older than what was lost (an
+# RDB or append-only file, a replica that lagged); or only that a deploy
+# changed a script. A sentinel script that never changes tells them apart: if
+# it is gone, the cache was emptied. Then, before any script is loaded again,
+# the hooks apps registered run, once per instance (its run id, recorded in
+# INSTANCE_KEY once they succeeded); other processes wait for them. Scripts
+# are loaded only through this path, so no script runs on a new instance
+# before its check.
 
 INSTANCE_KEY = "seckill:instance"
 INSTANCE_CHECK_WAIT_S = 30.0
@@ -56,10 +59,31 @@ def on_new_instance(hook: Callable[[], None]) -> None:
         _new_instance_hooks.append(hook)
 
 
+def _sentinel(client: Redis) -> tuple[str, str]:
+    """A script loaded by every check and never changed: while the cache holds
+    it, the cache was not emptied since the last check (a deploy whose scripts
+    changed meets NOSCRIPT too, and must not be taken for a new instance)."""
+    db = client.connection_pool.connection_kwargs.get("db", 0)
+    body = f"-- seckill: the instance check's sentinel, database {db}\nreturn 1"
+    return hashlib.sha1(body.encode()).hexdigest(), body
+
+
+def _load_everything(client: Redis, sentinel: str) -> None:
+    # Every script now, so that no later NOSCRIPT on this instance comes from a
+    # script merely not used yet; the sentinel last, once the rest is ready.
+    for folder in _folders:
+        folder.load_all(client)
+    client.script_load(sentinel)
+
+
 def instance_check(client: Redis) -> None:
+    sha, sentinel = _sentinel(client)
+    if client.script_exists(sha)[0]:
+        return  # the cache outlived the last check: the same instance, nothing lost with it
     run_id = client.info("server")["run_id"]
     if text(client.get(INSTANCE_KEY) or b"") == run_id:
-        return  # checked already (or the cache was flushed on the same instance)
+        _load_everything(client, sentinel)  # SCRIPT FLUSH on the instance checked before: its data stands
+        return
     lock = f"{INSTANCE_KEY}:check:{run_id}"
     if client.set(lock, os.getpid(), nx=True, ex=INSTANCE_CHECK_LOCK_S):
         logger.warning("new Redis instance %s: checking its data before any script runs", run_id)
@@ -67,11 +91,7 @@ def instance_check(client: Redis) -> None:
         try:
             for hook in _new_instance_hooks:
                 hook()
-            # Every script now, so that no later NOSCRIPT on this instance comes
-            # from a script merely not used yet (a FLUSHALL also removes
-            # INSTANCE_KEY: that NOSCRIPT would check again for nothing).
-            for folder in _folders:
-                folder.load_all(client)
+            _load_everything(client, sentinel)
             client.set(INSTANCE_KEY, run_id)
         finally:
             _checking.active = False

@@ -190,7 +190,7 @@ def reserve_result(raw) -> ReserveResult:
     if code is Reserve.KEY_REUSED:
         return ReserveResult(code, _s(raw[1]))
     if code is Reserve.SOLD_OUT:
-        return ReserveResult(code, value=int(raw[1]))
+        return ReserveResult(code, value=int(raw[1]), epoch=int(raw[2]))
     if code is Reserve.LIMIT_REACHED:
         return ReserveResult(code, value=int(raw[1]), limit=int(raw[2]))
     return ReserveResult(code)

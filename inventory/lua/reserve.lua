@@ -18,7 +18,7 @@ Returns {code, ...}; never raises for an expected outcome:
                                    nothing taken. wait_ms > 0: the first is in flight
                                    and its request may still undo it (publish failed)
   {2, first_order_id}              KEY_REUSED: same user and key, other body
-  {3, available}                   SOLD_OUT
+  {3, available, epoch}            SOLD_OUT
   {4, held, limit}                 LIMIT_REACHED
   {5}                              NOT_ACTIVE (status or window)
   {6}                              NOT_WARMED: no snapshot in Redis
@@ -62,7 +62,7 @@ local starts, ends = tonumber(s[3]), tonumber(s[4])
 if (starts > 0 and now < starts) or (ends > 0 and now >= ends) then return {5} end
 
 local avail = tonumber(s[1])
-if avail < qty then return {3, avail} end
+if avail < qty then return {3, avail, tonumber(s[6] or '0')} end
 local limit = tonumber(s[2])
 local held = tonumber(redis.call('HGET', KEYS[2], user) or '0')
 if held + qty > limit then return {4, held, limit} end

@@ -24,6 +24,11 @@ logger = logging.getLogger(__name__)
 # sku_id -> monotonic time until which this process answers "sold out" without
 # asking Redis. Short, so stock given back is on sale again within a moment.
 _sold_out_until: dict[str, float] = {}
+# The memo answers a key it has not seen "sold out" without asking the gate,
+# trusting the token's claims to hold every key used before. A Redis loss
+# takes those claims with it, so a SKU rebuilt since (a later epoch) is always
+# asked: its snapshot's idempotency records answer a retry with its order.
+MEMO_EPOCH = 1
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ def _finish(click: _Click, order_id: str, result: ReserveResult) -> PlacedOrder:
     if result.code is Reserve.KEY_REUSED:
         raise IdempotencyKeyReused(order_id=result.order_id)
     if result.code is Reserve.SOLD_OUT:
-        if result.value <= 0:
+        if result.value <= 0 and result.epoch <= MEMO_EPOCH:
             _sold_out_until[click.sku_id] = time.monotonic() + settings.SECKILL_SOLD_OUT_MEMO_SECONDS
         raise SoldOut(sku_id=click.sku_id, available=result.value)
     if result.code is Reserve.LIMIT_REACHED:
