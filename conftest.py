@@ -335,14 +335,21 @@ def reserve_direct(sku_id: str, user_id: int, qty: int = 1, key: str | None = No
     return redis_store.Reservation(oid, sku_id, user_id, qty, key, r.reserved_ms, r.epoch)
 
 
-def rebuild_lost(sku_id: str) -> None:
-    """Redis lost this SKU: fence it and play the confirm consumer reaching the
-    fence (for tests where nothing is left in the broker)."""
+def fence_reached(sku_id: str) -> None:
+    """Play the confirm consumer reaching the SKU's standing fence (for tests
+    where nothing is left in the broker ahead of it): the snapshot is loaded."""
     from inventory import redis_store
-    from inventory.services.skus import Warm, stock_fence_pass, stock_warm
+    from inventory.services.skus import stock_fence_pass
+
+    assert stock_fence_pass(sku_id=sku_id, token=redis_store.fence_token(sku_id=sku_id))
+
+
+def rebuild_lost(sku_id: str) -> None:
+    """Redis lost this SKU: it is fenced, then its fence is reached."""
+    from inventory.services.skus import Warm, stock_warm
 
     assert stock_warm(sku_id=sku_id) is Warm.FENCED
-    assert stock_fence_pass(sku_id=sku_id, token=redis_store.fence_token(sku_id=sku_id))
+    fence_reached(sku_id)
 
 
 def publish(*reservations) -> None:

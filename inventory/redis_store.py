@@ -416,21 +416,25 @@ def fence_raise(*, sku_id: str, delay_ms: int) -> Fence | None:
     return fence
 
 
+def _fence_tokens(sku_ids: Sequence[str]) -> dict[str, str | None]:
+    """Each SKU's fence token, None where it has none (one round trip)."""
+    pipe = redis().pipeline(transaction=False)
+    for sku_id in sku_ids:
+        pipe.get(sku_keys(sku_id).fence)
+    return {sku_id: None if t is None else _s(t) for sku_id, t in zip(sku_ids, pipe.execute())}
+
+
 def fences_due(*, cap: int = 100) -> list[Fence]:
     """Fences that may be sent now (each is due again FENCE_AGAIN_MS later);
     a listed SKU that has no fence any more leaves the list."""
     skus = [_s(x) for x in _script("fences_due")(keys=[FENCES_KEY], args=[cap, FENCE_AGAIN_MS])]
     if not skus:
         return []
-    pipe = redis().pipeline(transaction=False)
-    for sku_id in skus:
-        pipe.get(sku_keys(sku_id).fence)
-    out, gone = [], []
-    for sku_id, token in zip(skus, pipe.execute()):
-        (out.append(Fence(sku_id, _s(token))) if token else gone.append(sku_id))
+    tokens = _fence_tokens(skus)
+    gone = [sku_id for sku_id, token in tokens.items() if token is None]
     if gone:
         redis().zrem(FENCES_KEY, *gone)
-    return out
+    return [Fence(sku_id, token) for sku_id, token in tokens.items() if token is not None]
 
 
 def _skus_with(suffix: str) -> set[str]:
@@ -459,12 +463,7 @@ def fences_relist(*, sku_ids: Sequence[str]) -> int:
     """List again the fences of these SKUs that are not listed (a fencer that
     died between its two calls would otherwise leave its SKU fenced for good).
     One round trip to read, one to list; returns how many were listed again."""
-    if not sku_ids:
-        return 0
-    pipe = redis().pipeline(transaction=False)
-    for sku_id in sku_ids:
-        pipe.get(sku_keys(sku_id).fence)
-    fences = [Fence(sku_id, _s(t)) for sku_id, t in zip(sku_ids, pipe.execute()) if t is not None]
+    fences = [Fence(s, t) for s, t in _fence_tokens(sku_ids).items() if t is not None] if sku_ids else []
     if not fences:
         return 0
     pipe = redis().pipeline(transaction=False)
@@ -480,12 +479,7 @@ def fence_token(*, sku_id: str) -> str | None:
 
 def fences_standing(*, sku_ids: Sequence[str]) -> set[str]:
     """Which of these SKUs are fenced (one round trip; none asked, none made)."""
-    if not sku_ids:
-        return set()
-    pipe = redis().pipeline(transaction=False)
-    for sku_id in sku_ids:
-        pipe.exists(sku_keys(sku_id).fence)
-    return {sku_id for sku_id, n in zip(sku_ids, pipe.execute()) if n}
+    return {s for s, t in _fence_tokens(sku_ids).items() if t is not None} if sku_ids else set()
 
 
 def fence_forget(*, sku_id: str) -> None:
@@ -494,7 +488,7 @@ def fence_forget(*, sku_id: str) -> None:
 
 
 def fences_listed() -> dict[str, int]:
-    """Every listed fence and when it may be sent next (ms): the admin and tests."""
+    """Every listed fence and when it may be sent next (ms), for the tests."""
     return {_s(m): int(score) for m, score in redis().zrange(FENCES_KEY, 0, -1, withscores=True)}
 
 
@@ -508,15 +502,6 @@ def warm_lock_acquire(*, sku_id: str) -> str | None:
 def warm_lock_release(*, sku_id: str, token: str) -> None:
     lock = sku_keys(sku_id).lock
     _script("lock_release")(keys=[lock], args=[token])
-
-
-def wait_for_snapshot(*, sku_id: str, timeout_s: float = 3.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if snapshot_exists(sku_id=sku_id):
-            return True
-        time.sleep(0.02)
-    return False
 
 
 SKU_REGISTRY = "seckill:skus"

@@ -33,3 +33,8 @@ local function idem_forget(idem, idem_age, user, key, oid)
     redis.call('ZREM', idem_age, field)
   end
 end
+
+-- A fence's token: "<unique id>|<ms from now on which it may be sent>" (fence.lua).
+local function fence_token_new(id, delay_ms)
+  return id .. '|' .. (now_ms() + tonumber(delay_ms))
+end

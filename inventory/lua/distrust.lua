@@ -13,6 +13,6 @@ if #KEYS ~= 9 or #ARGV ~= 2 then
 end
 if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[9]) == 0 then return {0} end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
-local token = ARGV[1] .. '|' .. (now_ms() + tonumber(ARGV[2]))
+local token = fence_token_new(ARGV[1], ARGV[2])
 redis.call('SET', KEYS[9], token)
 return {1, token}

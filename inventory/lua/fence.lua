@@ -18,6 +18,6 @@ end
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
 local token = redis.call('GET', KEYS[2])
 if token then return {2, token} end
-token = ARGV[1] .. '|' .. (now_ms() + tonumber(ARGV[2]))
+token = fence_token_new(ARGV[1], ARGV[2])
 redis.call('SET', KEYS[2], token)
 return {1, token}

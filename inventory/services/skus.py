@@ -195,6 +195,13 @@ def _snapshot_next(sku: Sku) -> redis_store.Snapshot:
     return selectors.sku_snapshot(sku=sku, holdings=_holdings_source(sku.sku_id), epoch=epoch)
 
 
+def _load_next(sku_id: str, *, fence: str = "") -> tuple[redis_store.Load, redis_store.Snapshot]:
+    """Read the next snapshot from MySQL and load it (callers hold the warm lock)."""
+    with transaction.atomic():
+        snapshot = _snapshot_next(skus_lock(sku_ids=[sku_id])[sku_id])
+    return redis_store.snapshot_load(sku_id=sku_id, snapshot=snapshot, fence=fence), snapshot
+
+
 def snapshots_distrust() -> None:
     """Redis is a new instance (core.redis.instance_check): what it holds may be
     older than what was lost (restored from a file, a replica that lagged), so
@@ -224,10 +231,8 @@ def stock_fence_pass(*, sku_id: str, token: str) -> bool:
     try:
         if redis_store.fence_token(sku_id=sku_id) != token or redis_store.snapshot_exists(sku_id=sku_id):
             return False
-        with transaction.atomic():
-            sku = skus_lock(sku_ids=[sku_id]).get(sku_id)
-            snapshot = _snapshot_next(sku)
-        if redis_store.snapshot_load(sku_id=sku_id, snapshot=snapshot, fence=token) is not redis_store.Load.LOADED:
+        loaded, snapshot = _load_next(sku_id, fence=token)
+        if loaded is not redis_store.Load.LOADED:
             return False
     finally:
         redis_store.warm_lock_release(sku_id=sku_id, token=lock)
@@ -262,9 +267,7 @@ def snapshot_rebuild(*, sku_id: str, actor: str) -> None:
         if not lost:
             if not redis_store.snapshot_drop_if_idle(sku_id=sku_id):
                 raise StockActionRefused("Reservations are in flight; rebuild refused (try after the confirms).")
-            with transaction.atomic():
-                snapshot = _snapshot_next(skus_lock(sku_ids=[sku_id])[sku_id])
-            redis_store.snapshot_load(sku_id=sku_id, snapshot=snapshot)
+            _load_next(sku_id)
     finally:
         redis_store.warm_lock_release(sku_id=sku_id, token=token)
     if lost:

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 from accounts import token_cache
+from conftest import fence_reached
 from inventory import redis_store
 from core.errors import DomainError
 from inventory.models import InventoryLog, Sku
@@ -170,13 +171,11 @@ class OrderLife(RuleBasedStateMachine):
     def fence_reaches_the_consumer(self):
         """The broker delivers a fence after every confirm it held when the fence
         was sent (nothing can be reserved while the SKU is fenced)."""
-        from inventory.services.skus import stock_fence_pass
-
         for r in list(self.confirms):
             confirm.reservations_confirm(reservations=[r])
             self.delivered.append(r)
         self.confirms.clear()
-        assert stock_fence_pass(sku_id=self.sku_id, token=redis_store.fence_token(sku_id=self.sku_id))
+        fence_reached(self.sku_id)
 
     # --- invariants ---------------------------------------------------------------------------
     @invariant()

@@ -18,7 +18,7 @@ import pytest
 from django.db.models import Count
 
 from benchmarks.faults import redis_start_empty, redis_stop
-from conftest import Http, assert_balanced, rebuild_lost, reserve_direct, settled, start_worker, wait_until
+from conftest import Http, assert_balanced, fence_reached, rebuild_lost, reserve_direct, settled, start_worker, wait_until
 from inventory import redis_store
 from inventory.models import Sku
 from orders.models import Order
@@ -285,16 +285,10 @@ def test_a_new_redis_instance_holding_old_data_is_not_trusted(make_sku, make_buy
     assert redis_store.redis().get(INSTANCE_KEY).decode() == redis_store.redis().info("server")["run_id"]
     # every script is loaded by the check: a script first used later meets no NOSCRIPT on this instance
     assert all(redis_store.redis().script_exists(*(redis_store._script(n).sha for n in ("freeze", "give", "adjust"))))
-    rebuild_lost_fenced(sku.sku_id)
+    fence_reached(sku.sku_id)
     assert redis_store.live_stock(sku_id=sku.sku_id).available == 7
     assert redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k3",
                                order_id=uuid.uuid4().hex).code is redis_store.Reserve.OK
-
-
-def rebuild_lost_fenced(sku_id: str) -> None:
-    from inventory.services.skus import stock_fence_pass
-
-    assert stock_fence_pass(sku_id=sku_id, token=redis_store.fence_token(sku_id=sku_id))
 
 
 @pytest.mark.web
@@ -349,3 +343,43 @@ def test_a_deploy_that_changes_a_script_is_not_taken_for_a_new_instance(make_sku
     assert changed() == 7
     assert redis_store.live_stock(sku_id=sku.sku_id).available == 4  # not dropped, not fenced
     assert redis_store.fence_token(sku_id=sku.sku_id) is None
+
+
+def test_a_reservation_of_the_lost_redis_reaching_the_confirm_after_the_rebuild_takes_nothing(
+        make_sku, make_buyers, live_db):
+    """Its request was never answered 202 (a 202 is always ahead of the fence),
+    and the rebuilt snapshot sells its unit again: the confirm refuses it."""
+    from orders.services.confirm import STALE_REFUSAL, reservations_confirm
+
+    sku = make_sku(stock=2, per_user_limit=2)
+    (user, _), = make_buyers(1)
+    late = reserve_direct(sku.sku_id, user.pk)  # taken in the Redis about to be lost, never published
+    redis_store.redis().flushdb()
+    rebuild_lost(sku.sku_id)
+    assert redis_store.live_stock(sku_id=sku.sku_id).available == 2
+    reservations_confirm(reservations=[late])
+    order = Order.objects.get(pk=late.order_id)
+    assert (order.status, order.failure_reason) == ("FAILED", STALE_REFUSAL)
+    assert Sku.objects.get(pk=sku.sku_id).available_stock == 2
+    assert redis_store.live_stock(sku_id=sku.sku_id).available == 2
+
+
+def test_a_fence_is_sent_once_due_and_again_while_it_stands(make_sku, live_db):
+    from inventory.services.skus import Warm, stock_warm
+
+    sku = make_sku(stock=2)
+    redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).stock)
+    assert stock_warm(sku_id=sku.sku_id) is Warm.FENCED
+    token = redis_store.fence_token(sku_id=sku.sku_id)
+
+    def due() -> list[str]:
+        return [f.token for f in redis_store.fences_due() if f.sku_id == sku.sku_id]
+
+    assert due() == []  # before its not-before: requests of the lost Redis may still be publishing
+    wait_until(lambda: due() == [token], timeout=10, what="the fence due")
+    assert due() == []  # sent: not again before FENCE_AGAIN_MS ...
+    redis_store.redis().zadd(redis_store.FENCES_KEY, {sku.sku_id: 0})  # ... which has passed
+    assert due() == [token]
+    fence_reached(sku.sku_id)  # passed: the listing goes
+    redis_store.redis().zadd(redis_store.FENCES_KEY, {sku.sku_id: 0})
+    assert due() == [] and sku.sku_id not in redis_store.fences_listed()

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django.utils.formats import date_format
 
-from conftest import make_staff, publish, reserve_direct, unique, wait_until
+from conftest import fence_reached, make_staff, publish, reserve_direct, unique, wait_until
 from inventory import redis_store
 from inventory.models import DeadLetter, Sku
 from orders.models import Order
@@ -107,7 +107,7 @@ def test_drift_is_the_latest_check_and_reads_are_bounded_and_lock_free(live_db, 
 
 
 def test_a_sku_whose_rebuild_is_fenced_shows_as_rebuilding(live_db, make_sku):
-    from inventory.services.skus import Warm, stock_fence_pass, stock_warm
+    from inventory.services.skus import Warm, stock_warm
 
     sku = make_sku(stock=6)
     redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).stock)  # Redis lost it
@@ -115,6 +115,6 @@ def test_a_sku_whose_rebuild_is_fenced_shows_as_rebuilding(live_db, make_sku):
     c = _client(*make_staff("support"))
     entry = _sku_entry(c.get(URL).json(), sku.sku_id)
     assert (entry["sale_state"], entry["redis_available"]) == ("rebuilding", None)
-    assert stock_fence_pass(sku_id=sku.sku_id, token=redis_store.fence_token(sku_id=sku.sku_id))
+    fence_reached(sku.sku_id)
     entry = _sku_entry(c.get(URL).json(), sku.sku_id)
     assert (entry["sale_state"], entry["redis_available"]) == ("on_sale", 6)

@@ -8,10 +8,9 @@ import uuid
 import pytest
 from django.db import connection
 
-from conftest import accepted_ids, reserve_direct, sell, sell_during, wait_until, assert_balanced, settled
+from conftest import accepted_ids, fence_reached, reserve_direct, sell, sell_during, wait_until, assert_balanced, settled
 from inventory import redis_store
 from inventory.models import InventoryLog, Sku
-from inventory.services.skus import stock_fence_pass
 from orders.models import Order
 from orders.services.confirm import STOCK_REFUSAL
 from reconciliation import services
@@ -61,7 +60,7 @@ def test_redis_that_lost_the_sku_is_rebuilt(make_sku, live_db):
     # Redis had it before: the rebuild is fenced behind the confirm queue, not loaded at once
     assert not findings[0].repaired and "fenced" in findings[0].detail
     assert redis_store.live_stock(sku_id=sku.sku_id) is None
-    assert stock_fence_pass(sku_id=sku.sku_id, token=redis_store.fence_token(sku_id=sku.sku_id))
+    fence_reached(sku.sku_id)
     assert redis_store.live_stock(sku_id=sku.sku_id).available == 7
     _, row, findings = run_for(sku.sku_id)
     assert (row.state, row.drift, findings) == ("ok", 0, [])
