@@ -5,17 +5,34 @@ and filled from MySQL after a miss (for example after Redis lost its data, or
 after the record's lifetime). The same round trip also fetches what the
 request's Idempotency-Key already made, and spends from the user's purchase
 budget (SECKILL_THROTTLE_RATE) for the views that ask for it.
+
+Only a token Redis does not hold meets the unknown-token limit, counted per
+client address (core.client): a record in use is read again from MySQL before
+it expires, without that limit (the token is known), so a flood of made-up
+tokens refuses nobody's cached token, and with SECKILL_TRUSTED_PROXIES set
+nobody's token from another address. A valid token that is not cached and comes
+from an address over the limit is refused (429) for up to a minute: without
+asking MySQL it cannot be told from the flood that address sent.
 """
 from __future__ import annotations
 
+import hmac
+import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from ipaddress import ip_network
 
 from django.conf import settings
+from django.db import DatabaseError
+from redis.exceptions import RedisError
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
 from accounts import token_cache
+from core.client import client_address
+from core.errors import Unavailable
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -76,9 +93,13 @@ def authenticate_request(meta: dict, *, purchase: bool) -> tuple[CachedUser, Tok
     bucket, every_ms = settings.SECKILL_THROTTLE if purchase else (0, 0)
     found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
     if found.user_blob is None:
-        _load_from_mysql(token, meta.get("REMOTE_ADDR") or "unknown")
+        _fill_from_mysql(token, meta, since_ms=found.now_ms)
         found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
-    if found.user_blob in (None, "-"):
+        if found.user_blob is None:  # the fill took too long to be trusted (token_cache.FILL_BUDGET_MS)
+            raise Unavailable()
+    elif found.refresh:
+        found = _refreshed(token, found)
+    if found.user_blob in (None, token_cache.REFUSED):
         raise exceptions.AuthenticationFailed("Invalid token.")
     user = CachedUser.from_blob(found.user_blob)
     if not user.is_active:
@@ -93,21 +114,58 @@ def get_authorization_header_of(meta: dict) -> bytes:
     return header.encode("iso-8859-1") if isinstance(header, str) else header
 
 
-def _load_from_mysql(token: str, client: str) -> None:
-    """A token Redis does not hold. Unknown tokens write nothing per token;
-    their client address is counted, and past its limit is refused before
-    MySQL is asked."""
+def _token_row(token: str):
+    """The token's row with its user, or None. The column compares bytes
+    (accounts/migrations/0001), and so does this: a case variant is not the token."""
     from rest_framework.authtoken.models import Token
 
+    row = Token.objects.select_related("user").filter(key=token).first()
+    if row is None or not hmac.compare_digest(row.key.encode(), token.encode()):
+        return None
+    return row
+
+
+def _failure_source(address: str) -> str:
+    """What the unknown-token limit counts: the client address, or for IPv6
+    its /64 (one subscriber's network, whose addresses it may rotate freely)."""
+    if ":" not in address:
+        return address
+    try:
+        return str(ip_network(f"{address}/64", strict=False))
+    except ValueError:
+        return address
+
+
+def _fill_from_mysql(token: str, meta: dict, *, since_ms: int) -> None:
+    """A token Redis does not hold. Unknown tokens write nothing per token;
+    their client's address is counted, and past its limit is refused before
+    MySQL is asked."""
     limit = settings.SECKILL_AUTH_FAILURES_PER_MINUTE
-    if limit and token_cache.auth_failures(client=client) >= limit:
+    source = _failure_source(client_address(meta))
+    if limit and token_cache.auth_failures(client=source) >= limit:
         raise Throttled(wait=token_cache.AUTH_FAILURE_WINDOW_SECONDS,
                         detail="Too many failed authentications from this address.")
-    row = Token.objects.select_related("user").filter(key=token).first()
+    row = _token_row(token)
     if row is None:
-        token_cache.auth_failure_count(client=client)
+        if token_cache.auth_failure_count(client=source) == limit:
+            logger.warning("unknown tokens from %s reached the limit of %d a minute", source, limit)
         raise exceptions.AuthenticationFailed("Invalid token.")
-    token_cache.token_fill(token=token, user_blob=user_blob(row.user))
+    token_cache.token_fill(token=token, user_blob=user_blob(row.user), since_ms=since_ms)
+
+
+def _refreshed(token: str, found: token_cache.AuthLookup) -> token_cache.AuthLookup:
+    """The record is close to its expiry and this request holds its fill lock:
+    read the user again, so the record lives on while a change made outside the
+    signals still shows within its lifetime. The token was known, so this is no
+    failed authentication; if a store fails, the cached record still stands."""
+    try:
+        row = _token_row(token)
+        blob = token_cache.REFUSED if row is None else user_blob(row.user)
+        token_cache.token_fill(token=token, user_blob=blob, since_ms=found.now_ms)
+    except (DatabaseError, RedisError) as exc:
+        logger.warning("token record not refreshed (it expires as planned): %r", exc)
+        return found
+    return replace(found, user_blob=blob)
 
 
 class CachedTokenAuthentication(TokenAuthentication):

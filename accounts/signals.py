@@ -20,7 +20,9 @@ def _token_saved(sender, instance: Token, **_kwargs) -> None:
 
 def _revoke(key: str) -> None:
     # Refused at once (a token being deleted must not buy), forgotten when the
-    # deletion commits; a deletion that rolls back locks nobody out for long.
+    # deletion commits (a short tombstone stays, so that no fill which read the
+    # row before the commit brings it back); a deletion that rolls back locks
+    # nobody out for long.
     token_cache.token_revoking(token=key)
     transaction.on_commit(lambda: token_cache.token_forget(token=key))
 

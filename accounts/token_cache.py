@@ -1,14 +1,25 @@
 """The token cache in Redis: every key name and script of accounts.
 
 All keys of one token share the hash tag `{<token digest>}` (one Cluster slot):
-- the record, hash "u" -> "user_id|is_active|is_staff|username" ("-" while a
-  deletion is being committed); a valid token's record expires after
-  SECKILL_TOKEN_CACHE_SECONDS, so a change made outside the signals (a bulk
-  update, SQL) takes effect within that time; unknown tokens leave no record;
+- the record, hash "u" -> "user_id|is_active|is_staff|username", or "-": the
+  token is refused (a deletion being committed, or the short tombstone of one
+  that committed); "w" -> when the last authoritative write (lua/token_write.lua)
+  came, in Redis time. A valid token's record expires
+  SECKILL_TOKEN_CACHE_SECONDS after it was last read from MySQL, so a change
+  made outside the signals (a bulk update, SQL) takes effect within that time;
+  a record in use is read again shortly before (lua/authorize.lua hands that to
+  one request), so a busy token does not fall out of the cache. Unknown tokens
+  leave no record;
+- the fill lock: one refresh of the record at a time;
 - the claims, hash Idempotency-Key -> KeyClaim: what each key of the token (its
   user) made, read in the same round trip as the authentication, so a retry is
   answered with its first order and another body with 422, whatever the SKU;
 - the purchase token bucket (lua/authorize.lua).
+
+A fill from MySQL never overrides what is newer (lua/token_fill.lua): a read
+that started before an authoritative write, or that met a deletion's "-", is
+discarded, and so is one that took longer than FILL_BUDGET_MS, which the
+tombstone of a committed deletion outlives.
 """
 from __future__ import annotations
 
@@ -24,6 +35,14 @@ from core.redis import Call, Scripts, redis, text
 
 _scripts = Scripts(Path(__file__).resolve().parent / "lua")
 AUTH_FAILURE_WINDOW_SECONDS = 60
+# A fill or refresh whose MySQL read began longer ago than this is discarded;
+# the tombstone a committed deletion leaves outlives it.
+FILL_BUDGET_MS = 5000
+TOMBSTONE_MS = FILL_BUDGET_MS + 1000
+# A record in use is read again from MySQL once less than this share of its
+# lifetime is left.
+REFRESH_SHARE = 0.2
+REFUSED = "-"
 
 
 @dataclass(frozen=True)
@@ -31,12 +50,13 @@ class TokenKeys:
     record: str
     claims: str
     rate: str
+    fill: str
 
 
 @lru_cache(maxsize=65536)
 def token_keys(token: str) -> TokenKeys:
     tag = f"seckill:auth:{{{hashlib.sha256(token.encode()).hexdigest()}}}"
-    return TokenKeys(record=tag, claims=f"{tag}:keys", rate=f"{tag}:rate")
+    return TokenKeys(record=tag, claims=f"{tag}:keys", rate=f"{tag}:rate", fill=f"{tag}:fill")
 
 
 def _ms(setting: str) -> int:
@@ -68,16 +88,23 @@ class AuthLookup:
     user_blob: str | None  # None: Redis does not know the token
     prior: KeyClaim | None
     wait_ms: int = 0       # > 0: over the purchase rate, try again after this
+    now_ms: int = 0        # Redis time of the lookup: a fill's MySQL read starts after it
+    refresh: bool = False  # this request is to read the record again from MySQL (token_fill)
 
 
 def authorize(*, token: str, idempotency_key: str | None, bucket: int = 0, every_ms: int = 0) -> AuthLookup:
     """The token's user and the key's claim; with `bucket` > 0, also spend one
     purchase from the user's token bucket (refilled one per `every_ms`)."""
     tk = token_keys(token)
-    blob, raw, wait = _scripts.get("authorize")(keys=[tk.record, tk.claims, tk.rate],
-                                                args=[idempotency_key or "", bucket, every_ms or 1])
+    window = int(_ms("SECKILL_TOKEN_CACHE_SECONDS") * REFRESH_SHARE)
+    # The lock is held at most half the window: a refresher that failed leaves
+    # time for another before the record expires.
+    blob, raw, wait, now, refresh = _scripts.get("authorize")(
+        keys=[tk.record, tk.claims, tk.rate, tk.fill],
+        args=[idempotency_key or "", bucket, every_ms or 1, window, max(1, min(FILL_BUDGET_MS, window // 2))])
     prior = KeyClaim.parse(raw) if raw is not None else None
-    return AuthLookup(None if blob is None else text(blob), prior if prior and prior.live else None, int(wait))
+    return AuthLookup(None if blob is None else text(blob), prior if prior and prior.live else None, int(wait),
+                      int(now), bool(refresh))
 
 
 def key_claim_call(*, token: str, idempotency_key: str, quantity: int, order_id: str, sku_id: str) -> Call:
@@ -102,35 +129,37 @@ def user_claims(*, token: str) -> list[KeyClaim]:
     return [c for c in (KeyClaim.parse(v) for v in redis().hvals(token_keys(token).claims)) if c.live]
 
 
+def _write(token: str, blob: str, lifetime_ms: int, mode: str) -> bool:
+    tk = token_keys(token)
+    return bool(_scripts.get("token_write")(keys=[tk.record, tk.claims, tk.rate], args=[blob, lifetime_ms, mode]))
+
+
 def token_store(*, token: str, user_blob: str) -> None:
-    """Authoritative write (a token or its user changed in MySQL)."""
-    pipe = redis().pipeline(transaction=True)
-    pipe.hset(token_keys(token).record, "u", user_blob)
-    pipe.expire(token_keys(token).record, settings.SECKILL_TOKEN_CACHE_SECONDS)
-    pipe.execute()
+    """Authoritative write (a token or its user changed in MySQL); a deletion
+    under way is not undone by it."""
+    _write(token, user_blob, _ms("SECKILL_TOKEN_CACHE_SECONDS"), "store")
 
 
-def token_fill(*, token: str, user_blob: str) -> None:
-    """Lazy fill after a cache miss; never overrides an authoritative write."""
-    key = token_keys(token).record
-    r = redis()
-    if r.hsetnx(key, "u", user_blob):
-        r.expire(key, settings.SECKILL_TOKEN_CACHE_SECONDS)
+def token_fill(*, token: str, user_blob: str, since_ms: int) -> bool:
+    """What a request read from MySQL after the Redis time `since_ms` (a fill
+    after a miss, a refresh, or REFUSED for a token MySQL no longer has);
+    False when it was discarded (see the module docstring)."""
+    lifetime = TOMBSTONE_MS if user_blob == REFUSED else _ms("SECKILL_TOKEN_CACHE_SECONDS")
+    return bool(_scripts.get("token_fill")(keys=[token_keys(token).record],
+                                           args=[user_blob, since_ms, lifetime, FILL_BUDGET_MS]))
 
 
 def token_revoking(*, token: str) -> None:
     """A deletion is under way: refuse the token now, for a few seconds (if the
     deletion rolls back, the record expires and is filled from MySQL again)."""
-    pipe = redis().pipeline(transaction=True)
-    pipe.hset(token_keys(token).record, "u", "-")
-    pipe.expire(token_keys(token).record, settings.SECKILL_TOKEN_REVOKING_SECONDS)
-    pipe.execute()
+    _write(token, REFUSED, _ms("SECKILL_TOKEN_REVOKING_SECONDS"), "refuse")
 
 
 def token_forget(*, token: str) -> None:
-    """The token is gone from MySQL: nothing of it stays in Redis."""
-    tk = token_keys(token)
-    redis().delete(tk.record, tk.claims, tk.rate)
+    """The token is gone from MySQL: its claims and budget go, and its record
+    stays a refusal just long enough that no fill which read MySQL before the
+    deletion committed can bring it back."""
+    _write(token, REFUSED, TOMBSTONE_MS, "forget")
 
 
 def auth_failures(*, client: str) -> int:

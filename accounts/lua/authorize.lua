@@ -2,23 +2,36 @@
 Reads the token's user, what the request's Idempotency-Key made before (if
 anything), and spends one unit of the user's purchase budget (a token bucket).
 A token Redis does not hold is answered "unknown" and nothing is written.
-KEYS[1] seckill:auth:{<digest>}        hash "u" -> user blob ("-": revoked)
+A record close to its expiry is handed to one request (the fill lock) to be
+read again from MySQL, so a busy token never falls out of the cache.
+KEYS[1] seckill:auth:{<digest>}        hash "u" -> user blob ("-": refused),
+                                       "w" -> ms of the last authoritative write
 KEYS[2] seckill:auth:{<digest>}:keys   hash idempotency key -> claim
 KEYS[3] seckill:auth:{<digest>}:rate   hash "t" tokens left, "ts" last refill (ms)
+KEYS[4] seckill:auth:{<digest>}:fill   the fill lock: one refresh at a time
 ARGV[1] idempotency key ("" for none)
 ARGV[2] bucket size (0: no throttle)  ARGV[3] ms to earn back one request
-Returns {user blob or false, claim or false, wait ms (0: go on)}.
+ARGV[4] refresh when the record has less than this many ms left
+ARGV[5] the fill lock's lifetime (ms)
+Returns {user blob or false, claim or false, wait ms (0: go on),
+         Redis time (ms; a fill's read of MySQL starts after it), 1: refresh the record}.
 ]]
-if #KEYS ~= 3 or #ARGV ~= 3 then
-  return redis.error_reply('authorize: expects 3 keys and 3 args')
+if #KEYS ~= 4 or #ARGV ~= 5 then
+  return redis.error_reply('authorize: expects 4 keys and 5 args')
 end
+local now = now_ms()
 local blob = redis.call('HGET', KEYS[1], 'u')
-if not blob or blob == '-' then return {blob or false, false, 0} end
+if not blob or blob == '-' then return {blob or false, false, 0, now, 0} end
+local refresh = 0
+local left = redis.call('PTTL', KEYS[1])
+if left >= 0 and left < tonumber(ARGV[4])
+    and redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[5]) then
+  refresh = 1
+end
 local claim = false
 if ARGV[1] ~= '' then claim = redis.call('HGET', KEYS[2], ARGV[1]) end
 local size, every = tonumber(ARGV[2]), tonumber(ARGV[3])
-if size <= 0 then return {blob, claim, 0} end
-local now = now_ms()
+if size <= 0 then return {blob, claim, 0, now, refresh} end
 local st = redis.call('HMGET', KEYS[3], 't', 'ts')
 local tokens = tonumber(st[1] or size)
 local last = tonumber(st[2] or now)
@@ -31,4 +44,4 @@ else
 end
 redis.call('HSET', KEYS[3], 't', tostring(tokens), 'ts', now)
 redis.call('PEXPIRE', KEYS[3], size * every + 1000)
-return {blob, claim, wait}
+return {blob, claim, wait, now, refresh}

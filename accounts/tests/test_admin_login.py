@@ -1,10 +1,12 @@
-"""The admin login is rate limited (django-axes): repeated failures lock it out."""
+"""The admin login is rate limited (django-axes): repeated failures lock it out,
+per user and client address (behind a trusted proxy: the real client's)."""
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.test import Client, override_settings
 
 from conftest import unique
+from core.client import parse_trusted_proxies
 
 
 def test_repeated_failed_admin_logins_lock_the_account_out(live_db, settings):
@@ -21,3 +23,24 @@ def test_repeated_failed_admin_logins_lock_the_account_out(live_db, settings):
     other = Client(REMOTE_ADDR="10.20.30.41")  # locked by user and address: another address may try
     ok = other.post("/admin/login/?next=/admin/", {"username": name, "password": "right-password-1"})
     assert ok.status_code == 302 and "_auth_user_id" in other.session
+
+
+@override_settings(SECKILL_TRUSTED_PROXIES=parse_trusted_proxies("10.0.0.0/8"))
+def test_behind_the_proxy_the_lockout_is_per_client_and_cannot_be_dodged_by_spoofing(live_db, settings):
+    name = unique("ops")
+    get_user_model().objects.create_user(username=name, password="right-password-1", is_staff=True)
+    proxy = "10.0.0.2"
+
+    def login(password: str, **meta):
+        return Client(**meta).post("/admin/login/?next=/admin/", {"username": name, "password": password})
+
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        login("wrong", REMOTE_ADDR=proxy, HTTP_X_FORWARDED_FOR="198.51.100.7")
+    assert login("right-password-1", REMOTE_ADDR=proxy, HTTP_X_FORWARDED_FOR="198.51.100.7").status_code == 429
+    # Another client behind the same proxy is not locked out.
+    assert login("right-password-1", REMOTE_ADDR=proxy, HTTP_X_FORWARDED_FOR="198.51.100.8").status_code == 302
+    # A client that reaches us directly names nobody else by writing the header.
+    direct = "203.0.113.9"
+    for i in range(settings.AXES_FAILURE_LIMIT):
+        login("wrong", REMOTE_ADDR=direct, HTTP_X_FORWARDED_FOR=f"192.0.2.{i + 1}")
+    assert login("right-password-1", REMOTE_ADDR=direct, HTTP_X_FORWARDED_FOR="192.0.2.99").status_code == 429

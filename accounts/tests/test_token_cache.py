@@ -1,4 +1,5 @@
-"""The token cache's scripts against the real Redis: key claims across SKUs."""
+"""The token cache's scripts against the real Redis: key claims across SKUs, fills
+that never override what is newer, the refresh of a record in use."""
 from __future__ import annotations
 
 import uuid
@@ -32,3 +33,59 @@ def test_an_unknown_token_is_answered_without_writing_anything():
     assert found.user_blob is None and found.prior is None and found.wait_ms == 0
     keys = tc.token_keys(token)
     assert not tc.redis().exists(keys.record, keys.claims, keys.rate)
+
+
+def _blob(token):
+    return tc.redis().hget(tc.token_keys(token).record, "u")
+
+
+def _since():
+    """The Redis time a request's first lookup returns, before it reads MySQL."""
+    return tc.authorize(token=uuid.uuid4().hex, idempotency_key=None).now_ms
+
+
+def test_a_fill_that_read_mysql_before_a_deletion_committed_cannot_bring_the_token_back():
+    token = uuid.uuid4().hex
+    since = _since()  # the fill's read of MySQL starts here...
+    tc.token_revoking(token=token)  # ...the deletion runs, commits
+    tc.token_forget(token=token)
+    assert tc.token_fill(token=token, user_blob="1|1|0|someone", since_ms=since) is False
+    assert _blob(token) == b"-"
+    ttl = tc.redis().pttl(tc.token_keys(token).record)
+    assert tc.FILL_BUDGET_MS < ttl <= tc.TOMBSTONE_MS  # the tombstone outlives any fill still allowed
+    assert tc.authorize(token=token, idempotency_key=None).user_blob == "-"
+
+
+def test_a_fill_never_overrides_an_authoritative_write_made_after_its_read_began():
+    token = uuid.uuid4().hex
+    since = _since()
+    tc.token_store(token=token, user_blob="1|0|0|someone")  # deactivated, via the signals
+    assert tc.token_fill(token=token, user_blob="1|1|0|someone", since_ms=since) is False
+    assert _blob(token) == b"1|0|0|someone"
+    # A read that began after that write may replace it (a refresh).
+    assert tc.token_fill(token=token, user_blob="1|1|0|someone", since_ms=_since() + 1) is True
+    assert _blob(token) == b"1|1|0|someone"
+
+
+def test_a_fill_slower_than_its_budget_is_discarded():
+    token = uuid.uuid4().hex
+    assert tc.token_fill(token=token, user_blob="1|1|0|someone", since_ms=_since() - tc.FILL_BUDGET_MS - 10) is False
+    assert _blob(token) is None
+
+
+def test_a_store_does_not_undo_a_deletion_under_way():
+    token = uuid.uuid4().hex
+    tc.token_revoking(token=token)
+    tc.token_store(token=token, user_blob="1|1|0|someone")  # e.g. the user saved meanwhile
+    assert _blob(token) == b"-"
+
+
+def test_a_record_close_to_its_expiry_is_handed_to_one_request_to_refresh(settings):
+    settings.SECKILL_TOKEN_CACHE_SECONDS = 300
+    token = uuid.uuid4().hex
+    tc.token_store(token=token, user_blob="1|1|0|someone")
+    assert tc.authorize(token=token, idempotency_key=None).refresh is False
+    tc.redis().pexpire(tc.token_keys(token).record, 30_000)  # under a fifth of its lifetime left
+    assert [tc.authorize(token=token, idempotency_key=None).refresh for _ in range(3)] == [True, False, False]
+    lock = tc.redis().pttl(tc.token_keys(token).fill)
+    assert 0 < lock <= tc.FILL_BUDGET_MS

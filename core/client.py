@@ -1,0 +1,89 @@
+"""The client's address: REMOTE_ADDR, unless a trusted proxy says who it forwarded.
+
+Behind a proxy every request's REMOTE_ADDR is the proxy's; a limit per address
+then becomes one limit for everyone. A proxy appends the address it received
+the request from to X-Forwarded-For, so the header is read from the right: the
+last entry was written by the proxy that connected to us, the one before it by
+the proxy before that, and so on. Each entry is believed only while the hop that
+wrote it is trusted (SECKILL_TRUSTED_PROXIES), so the answer is the right-most
+entry that is not itself a trusted proxy. Everything left of it was written by
+the client and proves nothing; a client that sends the header itself only adds
+entries that are never reached.
+
+An entry that is not an address (a proxy writing something unexpected, or
+"unknown") stops the walk: the answer is then the last address we could believe,
+the trusted hop that wrote the bad entry. That is safe (no client can choose it)
+and only as coarse as the proxy set-up that produced it.
+"""
+from __future__ import annotations
+
+from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+Address = IPv4Address | IPv6Address
+
+
+def parse_trusted_proxies(raw: str) -> tuple:
+    """ "10.0.0.0/8, 2001:db8::1" -> networks (read once, by the settings).
+    A bad entry stops the start, naming itself."""
+    networks = []
+    for entry in (e.strip() for e in raw.split(",")):
+        if not entry:
+            continue
+        try:
+            networks.append(ip_network(entry))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"SECKILL_TRUSTED_PROXIES: {entry!r} is not an address or CIDR ({exc})") from None
+    return tuple(networks)
+
+
+def _parse(entry: str) -> Address | None:
+    entry = entry.strip()
+    try:
+        addr = ip_address(entry)
+    except ValueError:
+        # "192.0.2.1:4711" and "[2001:db8::1]:4711", as some proxies write them.
+        host, sep, port = entry.rpartition(":")
+        if not (sep and port.isdigit()):
+            return None
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        try:
+            addr = ip_address(host)
+        except ValueError:
+            return None
+    if addr.version == 6 and addr.ipv4_mapped:  # a dual-stack socket's view of an IPv4 peer
+        return addr.ipv4_mapped
+    return addr
+
+
+def _trusted(addr: Address, networks: tuple) -> bool:
+    return any(addr in net for net in networks)
+
+
+def client_address(meta: dict) -> str:
+    """The client's address of a request's WSGI environ (see the module docstring)."""
+    remote = meta.get("REMOTE_ADDR") or ""
+    networks = settings.SECKILL_TRUSTED_PROXIES
+    if not networks:
+        return remote or "unknown"
+    hop = _parse(remote)
+    if hop is None:
+        return remote or "unknown"
+    forwarded = meta.get("HTTP_X_FORWARDED_FOR")
+    if forwarded:
+        for entry in reversed(forwarded.split(",")):
+            if not _trusted(hop, networks):
+                break
+            previous = _parse(entry)
+            if previous is None:
+                break
+            hop = previous
+    return str(hop)
+
+
+def request_client_address(request) -> str:
+    """`client_address` of a Django request (django-axes' AXES_CLIENT_IP_CALLABLE)."""
+    return client_address(request.META)
