@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from django.utils.translation import gettext_lazy as _
-from import_export import fields, resources
+from import_export import fields
 
+from inventory.resources import ExportResource
 from orders.models import Order
 
 
-class OrderResource(resources.ModelResource):
+class OrderResource(ExportResource):
     # ids, not rows: no query per exported line
     sku = fields.Field(attribute="sku_id", column_name="sku")
     user = fields.Field(attribute="user_id", column_name="user")

