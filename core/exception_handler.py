@@ -11,7 +11,7 @@ from django.db import DatabaseError
 from django.http import Http404
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import RedisError
-from rest_framework import exceptions, status
+from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
@@ -19,7 +19,7 @@ from core.errors import DomainError
 
 logger = logging.getLogger(__name__)
 
-_DRF_CODES = {
+DRF_CODES = {
     exceptions.NotAuthenticated: "not_authenticated",
     exceptions.AuthenticationFailed: "authentication_failed",
     exceptions.PermissionDenied: "permission_denied",
@@ -47,7 +47,7 @@ def error_response(exc: Exception) -> tuple[int, dict, dict[str, str]]:
     if isinstance(exc, Http404):
         return 404, {"code": "not_found", "detail": "Not found."}, {}
     if isinstance(exc, exceptions.APIException):
-        code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "error")
+        code = next((c for cls, c in DRF_CODES.items() if isinstance(exc, cls)), "error")
         headers = {}
         if getattr(exc, "wait", None):
             headers["Retry-After"] = "%d" % exc.wait

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from django.test import Client
 
 # Every URL in an attribute or in inline code: absolute ones name a host.

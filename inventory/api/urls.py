@@ -1,9 +1,10 @@
-from django.urls import path
-
+from core.api import routes
+from inventory.api import declarations as api
 from inventory.api import views
 
-urlpatterns = [
-    path("skus", views.SkuListView.as_view(), name="skus"),
-    path("skus/<str:sku_id>", views.SkuDetailView.as_view(), name="sku-detail"),
-    path("health", views.HealthView.as_view(), name="health"),
-]
+# Each declared operation and its handler; any other method is 405.
+urlpatterns = routes({
+    api.SKU_LIST: views.SkuListView.as_view(),
+    api.SKU_DETAIL: views.SkuDetailView.as_view(),
+    api.HEALTH: views.HealthView.as_view(),
+})

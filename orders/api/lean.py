@@ -6,34 +6,27 @@ They take the same steps and give the same answers as every other API call
 error bodies of core.exception_handler), without DRF's request wrapping,
 negotiation, permission and renderer machinery around them: on this machine
 that machinery cost more CPU than a purchase itself (README, "The cost of a
-click"). The DRF views of orders.api.views hand these methods over here and
-keep describing them for the schema.
+click").
+The checks are those of each endpoint's declaration (orders.api.declarations,
+through orders.api.input); orders.api.urls routes the declared methods here.
 """
 from __future__ import annotations
 
-import json
 from time import perf_counter
 
 from django.http import HttpRequest, HttpResponse
 from rest_framework import exceptions
 
 from accounts.authentication import authenticate_request
+from core.api import json_response as _json
 from core.exception_handler import STORE_ERRORS, error_response
 from core.metrics import purchase_observed
 from core.parsers import read_json
 from orders import selectors
-from orders.api.input import idempotency_key_of, order_input, pay_input
+from orders.api.input import idempotency_key_of, order_id_of, order_input, pay_input
 from orders.api.output import iso_ms, iso_utc, order_body
-from orders.services import life
+from orders.services import life, payments
 from orders.services.place import order_place
-
-
-def _json(status: int, body: dict, headers: dict[str, str] | None = None) -> HttpResponse:
-    response = HttpResponse(json.dumps(body, separators=(",", ":")), status=status,
-                            content_type="application/json")
-    for name, value in (headers or {}).items():
-        response[name] = value
-    return response
 
 
 def _authenticated(request: HttpRequest, *, purchase: bool = False):
@@ -91,7 +84,9 @@ def baseline(request: HttpRequest) -> HttpResponse:
 def pay(request: HttpRequest, order_id: str) -> HttpResponse:
     try:
         user, auth = _authenticated(request)
+        payments.buyer_pay_check()
         payment_id = pay_input(read_json(request.META, request))
+        order_id = order_id_of(order_id)
         view = life.order_pay(user_id=user.id, token=auth.key, order_id=order_id, payment_id=payment_id)
         return _json(200, order_body(view))
     except Exception as exc:
@@ -101,7 +96,7 @@ def pay(request: HttpRequest, order_id: str) -> HttpResponse:
 def cancel(request: HttpRequest, order_id: str) -> HttpResponse:
     try:
         user, auth = _authenticated(request)
-        view = life.order_cancel(user_id=user.id, token=auth.key, order_id=order_id)
+        view = life.order_cancel(user_id=user.id, token=auth.key, order_id=order_id_of(order_id))
         return _json(200, order_body(view))
     except Exception as exc:
         return _json(*error_response(exc))

@@ -1,11 +1,14 @@
-from django.urls import path
+from core.api import routes
+from orders.api import declarations as api
+from orders.api import lean, views, webhook
 
-from orders.api import views
-
-urlpatterns = [
-    path("orders", views.OrderListCreateView.as_view(), name="orders"),
-    path("orders/<str:order_id>", views.OrderDetailView.as_view(), name="order-detail"),
-    path("orders/<str:order_id>/pay", views.OrderPayView.as_view(), name="order-pay"),
-    path("orders/<str:order_id>/cancel", views.OrderCancelView.as_view(), name="order-cancel"),
-    path("baseline", views.BaselineView.as_view(), name="baseline"),
-]
+# Each declared operation and its handler; any other method is 405.
+urlpatterns = routes({
+    api.PLACE: lean.place,
+    api.LIST: views.OrderListView.as_view(),
+    api.DETAIL: views.OrderDetailView.as_view(),
+    api.PAY: lean.pay,
+    api.CANCEL: lean.cancel,
+    api.BASELINE: lean.baseline,
+    api.WEBHOOK: webhook.webhook,
+})

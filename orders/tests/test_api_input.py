@@ -109,3 +109,82 @@ def test_unknown_order_is_json_404(api, buyer):
     for oid in ["0" * 32, "not-an-id", "x" * 200]:
         r = api(buyer[1]).get(f"/api/v1/orders/{oid}")
         assert r.status_code == 404 and r.json()["code"] == "not_found"
+
+
+# --- the declarations and the handlers agree (orders.api.declarations) ---------------
+
+def schema() -> dict:
+    from django.test import Client
+
+    return Client().get("/api/schema/").json()
+
+
+def operation(doc: dict, path: str, method: str) -> dict:
+    return doc["paths"]["/api/v1/" + path][method]
+
+
+def test_key_limits_are_the_schemas(api, make_sku, buyer):
+    import re
+
+    sku = make_sku(stock=10, per_user_limit=5)
+    declared = {p["name"]: p["schema"] for p in operation(schema(), "orders", "post")["parameters"]}
+    key = declared["Idempotency-Key"]
+    assert (key["minLength"], key["maxLength"]) == (1, 64)
+    for value, ok in [("k" * 64, True), ("k" * 65, False), ("a b", True), (" ab", False), ("é", False),
+                      ("=HYPERLINK(1)", True)]:
+        assert (re.match(key["pattern"], value) is not None and len(value) <= key["maxLength"]) == ok, value
+        r = post(api(buyer[1]), {"sku_id": sku.sku_id, "quantity": 1}, key=value)
+        assert (r.status_code == 202) == ok, (value, r.content)
+
+
+def test_body_limits_are_the_schemas(api, sku, buyer):
+    body = operation(schema(), "orders", "post")["requestBody"]["content"]["application/json"]["schema"]
+    assert body["additionalProperties"] is True and "ignored" in body["description"]
+    assert body["properties"]["sku_id"]["minLength"] == 1 and body["properties"]["sku_id"]["maxLength"] == 64
+    assert body["properties"]["quantity"] == {"type": "integer", "minimum": 1, "maximum": 1000, "example": 1}
+    assert post(api(buyer[1]), {"sku_id": sku.sku_id, "quantity": 1000}).status_code == 409  # valid: refused by stock
+    assert post(api(buyer[1]), {"sku_id": sku.sku_id, "quantity": 1001}).json()["code"] == "invalid"
+    r = post(api(buyer[1]), {"sku_id": sku.sku_id, "quantity": 1, "unknown": [1]})
+    assert r.status_code == 202
+
+
+def test_payment_id_limit_is_the_schemas(api, buyer):
+    pay = operation(schema(), "orders/{order_id}/pay", "post")
+    spec = pay["requestBody"]["content"]["application/json"]["schema"]["properties"]["payment_id"]
+    assert spec["maxLength"] == 128 and pay["requestBody"]["required"] is False
+    r = api(buyer[1]).post(f"/api/v1/orders/{'0' * 32}/pay", {"payment_id": "p" * 129}, format="json")
+    assert r.status_code == 400 and r.json()["errors"]["payment_id"]
+    r = api(buyer[1]).post(f"/api/v1/orders/{'0' * 32}/pay", {"payment_id": "p" * 128}, format="json")
+    assert r.status_code == 404
+
+
+@pytest.mark.parametrize("page", ["abc", "", "last", "0", "-1", "+1", " 1", "1.0"])
+def test_a_page_that_is_not_a_whole_number_is_404_as_declared(api, buyer, page):
+    declared = {p["name"]: p for p in operation(schema(), "orders", "get")["parameters"]}["page"]
+    assert declared["schema"] == {"type": "integer", "minimum": 1} and not declared["required"]
+    for path in ("/api/v1/orders", "/api/v1/skus"):
+        r = api(buyer[1]).get(path, {"page": page})
+        assert r.status_code == 404 and r.json()["code"] == "not_found", (path, page, r.content)
+    assert api(buyer[1]).get("/api/v1/orders", {"page": "1"}).status_code == 200
+
+
+def test_every_status_is_declared_with_its_codes():
+    doc = schema()
+    for path, methods in doc["paths"].items():
+        for method, op in methods.items():
+            if op["security"]:
+                codes = op["responses"]["401"]["content"]["application/json"]["schema"]["properties"]["code"]
+                assert codes["enum"] == ["not_authenticated", "authentication_failed"], path
+                assert op["responses"]["429"]["headers"]["Retry-After"]["required"] is True
+            assert "500" not in op["responses"] and "503" in op["responses"], (path, method)
+    pay = operation(doc, "orders/{order_id}/pay", "post")["responses"]["409"]
+    assert set(pay["content"]["application/json"]["schema"]["properties"]["code"]["enum"]) == {
+        "not_payable", "payment_id_reused", "already_paid", "payment_by_provider"}
+    assert set(operation(doc, "baseline", "post")["responses"]) == {"202", "400", "401", "413", "415", "429", "503"}
+
+
+def test_an_undeclared_method_is_405_with_allow(api, buyer):
+    r = api(buyer[1]).delete("/api/v1/orders")
+    assert r.status_code == 405 and r.json()["code"] == "method_not_allowed"
+    assert r["Allow"] == "GET, HEAD, OPTIONS, POST"
+    assert api(buyer[1]).get(f"/api/v1/orders/{'0' * 32}/pay").status_code == 405

@@ -1,0 +1,153 @@
+"""The orders API, declared once (core.api): every operation's path, headers,
+body and answers with their codes. orders.api.input checks requests through
+these declarations and /api/schema/ is rendered from them."""
+from __future__ import annotations
+
+from django.conf import settings
+
+from core.api import (
+    AUTH_ANSWERS, BODY_ANSWERS, PAGE, UNAVAILABLE, Answer, Body, Field, Operation, Param, Text, Whole, ascii_pattern,
+    merge_answers, refusal, text_pattern,
+)
+from core.errors import (
+    AlreadyPaid, BadSignature, IdempotencyKeyRequired, IdempotencyKeyReused, LimitReached, NotCancellable,
+    NotPayable, OrderNotFound, PaymentByProvider, PaymentIdReused, SaleNotActive, SkuNotFound, SoldOut,
+)
+from inventory.api.declarations import SKU_ID, SKU_ID_MAX  # noqa: F401  (SKU_ID_MAX: by name, for others)
+from orders.models import Order
+
+KEY_MAX = 64
+PAYMENT_ID_MAX = 128
+ORDER_ID_PATTERN = "^[0-9a-f]{32}$"
+
+QUANTITY = Whole(1, settings.SECKILL_MAX_QUANTITY, example=1)
+PAYMENT_ID = Text(PAYMENT_ID_MAX, text_pattern(PAYMENT_ID_MAX), nullable=True,
+                  description="The payment provider's id. The same id again (or none) on a paid order is harmless; "
+                              "another id is 409 already_paid; an id that paid another order is 409 "
+                              "payment_id_reused.")
+IDEMPOTENCY_KEY = Param(
+    "Idempotency-Key", "header", Text(KEY_MAX, ascii_pattern(KEY_MAX)),
+    description="Opaque and case-sensitive, scoped to the user across SKUs: the same key again returns the same "
+                "order (422 with another body). Only a request that took stock claims it.")
+ORDER_ID = Param("order_id", "path", Text(32, ORDER_ID_PATTERN, min_length=32),
+                 description="Any other value is 404 not_found.")
+
+PURCHASE_BODY = Body((Field("sku_id", SKU_ID), Field("quantity", QUANTITY)))
+PAY_BODY = Body((Field("payment_id", PAYMENT_ID, required=False),), required=False,
+                description="Optional: an empty body pays without a payment id.")
+# Any id the provider names is recorded (as a refund to make when it names no
+# payable order), so the webhook takes more than the ids this server issues.
+WEBHOOK_BODY = Body((Field("order_id", Text(64, text_pattern(64))),
+                     Field("payment_id", Text(PAYMENT_ID_MAX, text_pattern(PAYMENT_ID_MAX))),
+                     Field("status", Text(8, "^captured$", enum=("captured",)))))
+
+# --- bodies of the answers --------------------------------------------------------
+
+_MOMENT = {"type": "string", "format": "date-time"}
+_MAYBE_MOMENT = {**_MOMENT, "nullable": True}
+_STATUS = {"type": "string", "enum": list(Order.Status.values)}
+
+COMPONENTS = {
+    "Order": {
+        "type": "object",
+        "required": ["order_id", "sku_id", "quantity", "status", "created_at", "expires_at", "confirmed_at",
+                     "paid_at", "closed_at", "failure_reason"],
+        "properties": {
+            "order_id": {"type": "string", "pattern": ORDER_ID_PATTERN}, "sku_id": {"type": "string"},
+            "quantity": {"type": "integer"}, "status": _STATUS, "created_at": _MOMENT,
+            "expires_at": {**_MAYBE_MOMENT, "description": "Null while PROCESSING."},
+            "confirmed_at": _MAYBE_MOMENT, "paid_at": _MAYBE_MOMENT, "closed_at": _MAYBE_MOMENT,
+            "failure_reason": {"type": "string", "description": "Empty unless FAILED."},
+        },
+    },
+    "OrderAccepted": {
+        "type": "object",
+        "required": ["order_id", "status", "sku_id", "quantity", "created_at", "replayed"],
+        "properties": {
+            "order_id": {"type": "string", "pattern": ORDER_ID_PATTERN},
+            "status": {**_STATUS, "description": "PROCESSING; a replayed key answers its order's status now."},
+            "sku_id": {"type": "string"}, "quantity": {"type": "integer"},
+            "created_at": {**_MAYBE_MOMENT, "description": "Null only for a replay whose order cannot be read now."},
+            "replayed": {"type": "boolean", "description": "True when the key had made this order before."},
+        },
+    },
+    "BaselineAccepted": {
+        "type": "object",
+        "required": ["order_id", "status", "sku_id", "quantity", "created_at"],
+        "properties": {
+            "order_id": {"type": "string", "enum": [""]}, "status": {"type": "string", "enum": ["VALIDATED"]},
+            "sku_id": {"type": "string"}, "quantity": {"type": "integer"},
+            "created_at": {"type": "string", "nullable": True, "enum": [None]},
+        },
+    },
+    "OrderPage": {
+        "type": "object",
+        "required": ["count", "next", "previous", "results"],
+        "properties": {
+            "count": {"type": "integer", "minimum": 0, "description": "Orders in MySQL (not those PROCESSING)."},
+            "next": {"type": "string", "nullable": True}, "previous": {"type": "string", "nullable": True},
+            "results": {"type": "array", "items": {"$ref": "#/components/schemas/Order"},
+                        "description": "Newest first; page 1 leads with the orders still PROCESSING."},
+        },
+    },
+    "WebhookReceived": {"type": "object", "description": "Paid now, already paid, or recorded as a refund to make."},
+}
+
+_ORDER_LINKS = {202: {
+    "GetOrder": {"operationId": "getOrder", "parameters": {"order_id": "$response.body#/order_id"}},
+    "PayOrder": {"operationId": "payOrder", "parameters": {"order_id": "$response.body#/order_id"}},
+    "CancelOrder": {"operationId": "cancelOrder", "parameters": {"order_id": "$response.body#/order_id"}},
+}}
+_NOT_FOUND = refusal(OrderNotFound, description="No such order of this user (also another user's, or a malformed "
+                                                "id).")
+_KEY_MISSING = Answer(400, "No valid Idempotency-Key.", codes=(IdempotencyKeyRequired.code,))
+
+PLACE = Operation(
+    "placeOrder", "POST", "orders", "Buy: take stock in the Redis gate, confirm in MySQL later",
+    params=(IDEMPOTENCY_KEY,), body=PURCHASE_BODY, tags=("orders",), links=_ORDER_LINKS,
+    answers=merge_answers(
+        Answer(202, "Taken (or what this key made before).", "OrderAccepted"), *BODY_ANSWERS, _KEY_MISSING,
+        *AUTH_ANSWERS, *refusal(SkuNotFound, SoldOut, LimitReached, SaleNotActive, IdempotencyKeyReused),
+        UNAVAILABLE))
+BASELINE = Operation(
+    "baseline", "POST", "baseline", "Everything a purchase does before the take, then 202 VALIDATED (benchmark)",
+    params=(IDEMPOTENCY_KEY,), body=PURCHASE_BODY, tags=("orders",),
+    answers=merge_answers(Answer(202, "Valid; nothing taken.", "BaselineAccepted"), *BODY_ANSWERS, _KEY_MISSING,
+                          *AUTH_ANSWERS, UNAVAILABLE))
+LIST = Operation(
+    "listOrders", "GET", "orders", "The caller's orders, newest first, 20 a page", params=(PAGE,), tags=("orders",),
+    answers=merge_answers(Answer(200, "A page.", "OrderPage"), *AUTH_ANSWERS,
+                          *refusal(OrderNotFound, description="No such page."), UNAVAILABLE))
+DETAIL = Operation(
+    "getOrder", "GET", "orders/{order_id}", "One of the caller's orders", params=(ORDER_ID,), tags=("orders",),
+    answers=merge_answers(Answer(200, "The order.", "Order"), *AUTH_ANSWERS, *_NOT_FOUND, UNAVAILABLE))
+PAY = Operation(
+    "payOrder", "POST", "orders/{order_id}/pay", "PENDING_PAYMENT -> PAID (local demo, tests; SECKILL_BUYER_PAY)",
+    params=(ORDER_ID,), body=PAY_BODY, tags=("orders",),
+    answers=merge_answers(
+        Answer(200, "Paid (also when it was, with the same payment id or none).", "Order"), *BODY_ANSWERS,
+        *AUTH_ANSWERS, *_NOT_FOUND, *refusal(NotPayable, PaymentIdReused, AlreadyPaid, PaymentByProvider),
+        UNAVAILABLE))
+CANCEL = Operation(
+    "cancelOrder", "POST", "orders/{order_id}/cancel", "PENDING_PAYMENT -> CANCELLED; the units go back",
+    params=(ORDER_ID,), tags=("orders",), description="Reads no body.",
+    answers=merge_answers(Answer(200, "Cancelled (also when it was).", "Order"), *AUTH_ANSWERS, *_NOT_FOUND,
+                          *refusal(NotCancellable), UNAVAILABLE))
+SIGNATURE = Param("Seckill-Signature", "header",
+                  Text(560, "^t=[0-9]{1,12}(?:,v1=[0-9a-f]{64}){1,8}$", min_length=72),
+                  description="`t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<raw body>\" with "
+                              "SECKILL_PAYMENT_WEBHOOK_SECRET>` (several v1 while a secret rotates: one must match). "
+                              "Only a valid signature made within 5 minutes is accepted: 400 bad_signature "
+                              "otherwise, and nothing changes.")
+WEBHOOK = Operation(
+    "paymentWebhook", "POST", "payments/webhook", "The payment provider's capture (signed, no token)",
+    params=(SIGNATURE,), body=WEBHOOK_BODY, tags=("payments",), authenticated=False,
+    description="Idempotent by payment id: a capture for an order that expired or was cancelled, or a second "
+                "capture with another payment id, is 200 too and recorded as a refund to make.",
+    answers=merge_answers(
+        Answer(200, "Paid now, already paid, or recorded as a refund to make.", "WebhookReceived"),
+        *refusal(BadSignature), *BODY_ANSWERS,
+        Answer(404, "SECKILL_PAYMENT_WEBHOOK_SECRET is unset: there is no webhook.", codes=(OrderNotFound.code,)),
+        UNAVAILABLE))
+
+OPERATIONS = (PLACE, BASELINE, LIST, DETAIL, PAY, CANCEL, WEBHOOK)
