@@ -81,3 +81,15 @@ class StockRefused(DomainError):
 
 class StockActionRefused(DomainError):
     code, http_status, message = "stock_action_refused", 409, "The stock action was refused."
+
+
+class AlreadyPaid(DomainError):
+    code, http_status, message = "already_paid", 409, "This order is already paid by another payment."
+
+
+class PaymentByProvider(DomainError):
+    code, http_status, message = "payment_by_provider", 409, "Orders are paid through the payment provider only."
+
+
+class BadSignature(DomainError):
+    code, http_status, message = "bad_signature", 400, "The webhook signature is missing, wrong or too old."

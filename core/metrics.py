@@ -61,3 +61,16 @@ def exposition() -> bytes:
         multiprocess.MultiProcessCollector(registry)
         return generate_latest(registry)
     return generate_latest(_registry)
+
+
+# Captures the payment webhook recorded as refunds to make, by reason (the
+# reasons of orders.models.PaymentRefund.Reason, given by the caller: core sits
+# below orders). Incremented once per provider payment id, in the web process
+# that recorded it; the refunds still open are a gauge read from MySQL at
+# scrape time (reconciliation's metrics), exact whatever process wrote them.
+PAYMENT_REFUNDS = Counter("seckill_payment_refunds", "Provider captures recorded as refunds to make, by reason.",
+                          ["reason"], registry=_registry)
+
+
+def payment_refund_counted(*, reason: str) -> None:
+    PAYMENT_REFUNDS.labels(reason).inc()

@@ -1,14 +1,14 @@
 """The admin's two groups, kept after every `migrate`.
 
-ops: everything support sees, plus SKU create/edit, the stock actions and the
-beat schedule. support: read-only. Only staff users in one of them (or
+ops: everything support sees, plus SKU create/edit, the stock actions, the
+beat schedule and closing payment refunds. support: read-only. Only staff users in one of them (or
 superusers) reach the admin.
 """
 from __future__ import annotations
 
 VIEW_MODELS = [
     ("inventory", "sku"), ("inventory", "inventorylog"),
-    ("inventory", "deadletter"), ("inventory", "outboxmessage"), ("orders", "order"),
+    ("inventory", "deadletter"), ("inventory", "outboxmessage"), ("orders", "order"), ("orders", "paymentrefund"),
     ("django_celery_beat", "periodictask"), ("django_celery_beat", "intervalschedule"),
     ("django_celery_beat", "crontabschedule"), ("admin", "logentry"),
     ("reconciliation", "reconciliationrun"), ("reconciliation", "skureconciliation"),
@@ -17,7 +17,7 @@ VIEW_MODELS = [
 OPS_EXTRA = [
     ("inventory", "add_sku"), ("inventory", "change_sku"), ("inventory", "move_stock"),
     ("django_celery_beat", "change_periodictask"), ("django_celery_beat", "add_intervalschedule"),
-    ("django_celery_beat", "change_intervalschedule"),
+    ("django_celery_beat", "change_intervalschedule"), ("orders", "resolve_paymentrefund"),
 ]
 
 

@@ -71,3 +71,56 @@ class Order(models.Model):
 
     def __str__(self) -> str:
         return f"{self.order_id} {self.sku_id} x{self.quantity} {self.status}"
+
+
+class PaymentRefund(models.Model):
+    """A capture the provider made that no order may keep: money to send back.
+
+    Written by the payment webhook (orders.services.payments), once per provider
+    payment id, when the capture arrives for an order that can no longer be paid
+    (expired, cancelled, failed), for an order another payment already paid, with
+    a payment id another order holds, or for an order MySQL does not know. It is
+    a record only: no bucket moves, so no unit is ever sold twice. Ops close it
+    in the admin once the provider's refund is made (or dismiss it, with a note).
+    """
+
+    class Reason(models.TextChoices):
+        # The payment window had passed when the capture came (swept or not yet).
+        ORDER_EXPIRED = "order_expired", _("Order expired")
+        ORDER_CANCELLED = "order_cancelled", _("Order cancelled")
+        ORDER_FAILED = "order_failed", _("Order failed")
+        SECOND_CAPTURE = "second_capture", _("Order already paid by another payment")
+        PAYMENT_ID_REUSED = "payment_id_reused", _("Payment id already paid another order")
+        UNKNOWN_ORDER = "unknown_order", _("Unknown order")
+
+    class Status(models.TextChoices):
+        TO_REFUND = "to_refund", _("To refund")
+        REFUNDED = "refunded", _("Refunded")
+        DISMISSED = "dismissed", _("Dismissed")
+
+    # Binary collation, as Order.payment_id: the provider's id is an exact string.
+    payment_id = models.CharField(verbose_name=_("payment id"), max_length=128, unique=True, db_collation="utf8mb4_bin")
+    order = models.ForeignKey(Order, verbose_name=_("order"), on_delete=models.PROTECT, null=True, blank=True,
+                              related_name="refunds")
+    # The order id the provider named (kept even when no such order exists).
+    order_ref = models.CharField(verbose_name=_("order id sent"), max_length=64)
+    reason = models.CharField(verbose_name=_("reason"), max_length=24, choices=Reason.choices)
+    order_status = models.CharField(verbose_name=_("order status then"), max_length=16, blank=True, default="")
+    # The order's price times its quantity; the webhook itself carries no amount.
+    amount = models.DecimalField(verbose_name=_("amount"), max_digits=14, decimal_places=2, null=True, blank=True)
+    status = models.CharField(verbose_name=_("status"), max_length=10, choices=Status.choices,
+                              default=Status.TO_REFUND)
+    created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
+    resolved_by = models.CharField(verbose_name=_("resolved by"), max_length=200, blank=True, default="")
+    resolved_at = models.DateTimeField(verbose_name=_("resolved at"), null=True, blank=True)
+    resolution_note = models.TextField(verbose_name=_("note"), blank=True, default="")
+
+    class Meta:
+        verbose_name = _("payment refund")
+        verbose_name_plural = _("payment refunds")
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["status", "created_at"], name="refund_status_time")]
+        permissions = [("resolve_paymentrefund", _("Can mark a payment refund made or dismissed"))]
+
+    def __str__(self) -> str:
+        return f"{self.payment_id} ({self.order_ref}) {self.reason} {self.status}"

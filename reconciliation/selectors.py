@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from inventory import redis_store
 from inventory.models import Sku
-from orders.models import Order
+from orders.models import Order, PaymentRefund
 from reconciliation import charts
 from reconciliation.models import Finding, ReconciliationRun, SkuReconciliation
 
@@ -60,8 +60,8 @@ def report_context(*, tz: tzinfo, sku_id: str | None = None, runs: int = REPORT_
 
 
 def metrics_lines() -> list[str]:
-    """Prometheus text lines: runs, repairs, orphans, dead letters, the age of
-    the latest run and each SKU's drift at that run."""
+    """Prometheus text lines: runs, repairs, orphans, dead letters, open payment
+    refunds, the age of the latest run and each SKU's drift at that run."""
     from django.db.models import Sum
     from django.utils import timezone
 
@@ -82,6 +82,9 @@ def metrics_lines() -> list[str]:
         "# HELP seckill_dead_letters Messages waiting in the dead-letter table.",
         "# TYPE seckill_dead_letters gauge",
         f"seckill_dead_letters {DeadLetter.objects.count()}",
+        "# HELP seckill_payment_refunds_open Provider captures recorded as refunds and not closed yet.",
+        "# TYPE seckill_payment_refunds_open gauge",
+        f"seckill_payment_refunds_open {PaymentRefund.objects.filter(status=PaymentRefund.Status.TO_REFUND).count()}",
         "# HELP seckill_reconciliation_last_run_seconds Age of the latest finished run.",
         "# TYPE seckill_reconciliation_last_run_seconds gauge",
         f"seckill_reconciliation_last_run_seconds "

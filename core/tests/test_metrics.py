@@ -25,8 +25,12 @@ def purchases(figures: dict[str, float], outcome: str) -> float:
 
 
 def staff_session_cookie(make_buyers) -> str:
-    """A staff user's session, stored where the gunicorn workers read it too."""
+    """A staff user's session, stored where the gunicorn workers read it too;
+    the user may view reconciliation reports (the metrics view asks for it)."""
+    from django.contrib.auth.models import Permission
+
     (user, _), = make_buyers(1, staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_reconciliationrun"))
     client = Client()
     client.force_login(user)
     return f"sessionid={client.cookies['sessionid'].value}"

@@ -20,27 +20,42 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core import db
-from core.errors import NotCancellable, NotPayable, OrderNotFound, PaymentIdReused
+from core.errors import AlreadyPaid, NotCancellable, NotPayable, OrderNotFound, PaymentIdReused
 from core.retry import with_mysql_retry
 from inventory.services.locks import skus_lock_nowait
 from inventory.services.stock import Release, Sale, stock_moves_apply
 from orders import selectors
 from orders.models import Order
-from orders.selectors import OrderView
+from orders.selectors import VIEW_FIELDS, OrderView
 
 logger = logging.getLogger(__name__)
 
 
+@functools.cache
+def _after_sql() -> str:
+    """The order's view and the payment id it holds, in the one read a
+    transition's outcome makes (compiled once, core.db)."""
+    return (f"SELECT {', '.join(db.columns(Order, VIEW_FIELDS + ('payment_id',)))} FROM {db.table(Order)} "
+            f"WHERE {db.columns(Order, ['order_id'])[0]} = %s AND {db.columns(Order, ['user'])[0]} = %s")
+
+
 def _outcome(*, user_id: int, token: str | None, order_id: str, won: int, wanted: str,
-             error: type[Exception]) -> OrderView:
+             error: type[Exception], payment_id: str | None = None) -> OrderView:
     """The order after a transition: it moved (or was already where the caller
     wanted it: a harmless retry), or the refusal. An order still in flight
-    exists but cannot move yet; an unknown one (or another user's) is 404."""
-    order = selectors.order_stored(user_id=user_id, order_id=order_id)
-    if order is None:
+    exists but cannot move yet; an unknown one (or another user's) is 404. A
+    paid order paid again with another payment id is a second capture: refused
+    (409 already_paid), never answered as if it had paid."""
+    row = db.fetch_one(_after_sql(), [order_id, user_id])
+    if row is None:
         found = token is not None and selectors.order_get(user_id=user_id, token=token, order_id=order_id)
         raise error(status="PROCESSING") if found else OrderNotFound()
-    if won or order.status == wanted:
+    order, paid_with = OrderView(*row[:-1]), row[-1]
+    if won:
+        return order
+    if order.status == wanted:
+        if payment_id and payment_id != paid_with:
+            raise AlreadyPaid(payment_id=payment_id)
         return order
     raise error(status=order.status)
 
@@ -61,8 +76,9 @@ def _sql(kind: str, *, with_payment_id: bool = False) -> str:
 
 def order_pay(*, user_id: int, order_id: str, payment_id: str | None = None, token: str | None = None) -> OrderView:
     """PENDING_PAYMENT and not expired -> PAID, decided on the order row. Paying
-    a paid order again answers the order (harmless: a provider's retried
-    callback); a payment id already used by another order is refused."""
+    a paid order again with its own payment id (or none) answers the order
+    (harmless: a provider's retried callback); with another payment id it is
+    409 already_paid; a payment id already used by another order is refused."""
     now = timezone.now()
     try:
         won = with_mysql_retry(lambda: db.execute(_sql("pay", with_payment_id=bool(payment_id)), [
@@ -71,7 +87,7 @@ def order_pay(*, user_id: int, order_id: str, payment_id: str | None = None, tok
     except IntegrityError:
         raise PaymentIdReused(payment_id=payment_id) from None
     return _outcome(user_id=user_id, token=token, order_id=order_id, won=won, wanted=Order.Status.PAID,
-                    error=NotPayable)
+                    error=NotPayable, payment_id=payment_id)
 
 
 def order_cancel(*, user_id: int, order_id: str, token: str | None = None) -> OrderView:

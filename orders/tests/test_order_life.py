@@ -221,6 +221,30 @@ def test_a_payment_id_already_used_by_another_order_is_409(api, make_sku, make_b
     assert api(a).post(f"/api/v1/orders/{oa}/pay", {"payment_id": "psp-1"}, format="json").status_code == 200
 
 
+def test_a_second_payment_id_on_a_paid_order_is_409_already_paid(api, make_sku, make_buyers, worker):
+    sku = make_sku(stock=3, per_user_limit=2)
+    (_, token), = make_buyers(1)
+    client = api(token)
+    with_id, without_id = buy(client, sku.sku_id), buy(client, sku.sku_id)
+    confirmed(with_id)
+    confirmed(without_id)
+    pay = lambda oid, body=None: client.post(f"/api/v1/orders/{oid}/pay", body, format="json")  # noqa: E731
+    assert pay(with_id, {"payment_id": "cap-1"}).status_code == 200
+    second = pay(with_id, {"payment_id": "cap-2"})
+    assert second.status_code == 409 and second.json()["code"] == "already_paid", second.content
+    # the same id again, or none, is the harmless retry it always was
+    assert pay(with_id, {"payment_id": "cap-1"}).status_code == 200
+    assert pay(with_id).status_code == 200
+    # paid with no id, then an id arrives: a second payment too
+    assert pay(without_id).status_code == 200
+    assert pay(without_id, {"payment_id": "cap-3"}).json()["code"] == "already_paid"
+    stored = dict(Order.objects.filter(pk__in=[with_id, without_id]).values_list("order_id", "payment_id"))
+    assert stored == {with_id: "cap-1", without_id: None}
+    moves_applied(sku.sku_id)
+    settled(sku.sku_id)
+    assert assert_balanced(sku.sku_id).sold_stock == 2
+
+
 def test_pay_or_cancel_of_a_final_order_locks_no_sku_row(api, make_sku, make_buyers, worker):
     """With the SKU row held by someone else, a refusal or a repeat still answers."""
     from conftest import RowHold

@@ -17,6 +17,12 @@ if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith(("d
 if len(SECKILL_TASK_SIGNING_KEY) < 32 or SECKILL_TASK_SIGNING_KEY == SECRET_KEY:  # noqa: F405
     raise ImproperlyConfigured("SECKILL_TASK_SIGNING_KEY must be a secret of 32 or more characters, "
                                "other than DJANGO_SECRET_KEY.")
+# The webhook is optional (unset: it answers 404), but a secret that is set
+# must be one: long enough not to be guessed, and not another key reused.
+_webhook_secret = SECKILL_PAYMENT_WEBHOOK_SECRET  # noqa: F405
+if _webhook_secret and (len(_webhook_secret) < 32 or _webhook_secret in (SECRET_KEY, SECKILL_TASK_SIGNING_KEY)):  # noqa: F405
+    raise ImproperlyConfigured("SECKILL_PAYMENT_WEBHOOK_SECRET, when set, must be a secret of 32 or more "
+                               "characters, other than DJANGO_SECRET_KEY and SECKILL_TASK_SIGNING_KEY.")
 if "guest:guest@" in CELERY_BROKER_URL:  # noqa: F405
     raise ImproperlyConfigured("CELERY_BROKER_URL uses RabbitMQ's guest account; give the broker a user of its own.")
 if DEBUG:  # noqa: F405

@@ -1,0 +1,68 @@
+"""POST payments/webhook: the payment provider's capture callback.
+
+A plain Django handler on the API's middleware chain (seckill_site.wsgi routes
+/api/v1/ there), with no token: the provider proves itself by signing the raw
+body (orders.services.payments.signature_verify). The signature is checked on
+the bytes as received, before anything parses them, so an unsigned body never
+reaches the JSON parser and a signed one cannot be re-encoded on the way.
+
+Answers: 200 whatever the capture did (paid now, paid before with this payment
+id, or recorded as a refund to make), so the provider's retries are harmless;
+400 bad_signature (nothing changes); 400 invalid for a signed body that is not
+a capture (checked through its declaration, orders.api.declarations.WEBHOOK_BODY); 413 too_large; 404 not_found while SECKILL_PAYMENT_WEBHOOK_SECRET is
+unset (the endpoint does not exist then).
+"""
+from __future__ import annotations
+
+import json
+from io import BytesIO
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework import exceptions
+
+from core.errors import OrderNotFound, TooLarge
+from core.exception_handler import error_response
+from core.parsers import read_json
+from orders.api.input import webhook_input
+from orders.services import payments
+
+
+def _json(status: int, body: dict) -> HttpResponse:
+    return HttpResponse(json.dumps(body, separators=(",", ":")), status=status, content_type="application/json")
+
+
+def _raw_body(request: HttpRequest) -> bytes:
+    """The body as received, at most SECKILL_MAX_BODY_BYTES (413 beyond; the
+    declared length is checked before anything is read)."""
+    limit = settings.SECKILL_MAX_BODY_BYTES
+    declared = request.META.get("CONTENT_LENGTH") or ""
+    if declared.isdigit() and int(declared) > limit:
+        raise TooLarge(limit=limit)
+    body = request.read(min(int(declared), limit + 1) if declared.isdigit() else limit + 1)
+    if len(body) > limit:
+        raise TooLarge(limit=limit)
+    return body
+
+
+@csrf_exempt  # signed by the provider, not a browser form; the API chain has no CSRF anyway
+def webhook(request: HttpRequest) -> HttpResponse:
+    try:
+        secret = settings.SECKILL_PAYMENT_WEBHOOK_SECRET
+        if not secret:
+            raise OrderNotFound()
+        if request.method != "POST":
+            raise exceptions.MethodNotAllowed(request.method)
+        raw = _raw_body(request)
+        payments.signature_verify(secret=secret, header=request.META.get("HTTP_SECKILL_SIGNATURE"), body=raw)
+        order_id, payment_id = webhook_input(read_json(request.META, BytesIO(raw)))
+        done = payments.payment_capture(order_id=order_id, payment_id=payment_id)
+        return _json(200, {"order_id": done.order_id, "payment_id": done.payment_id, "outcome": done.outcome,
+                           "status": done.order_status, "refund_reason": done.refund_reason})
+    except Exception as exc:
+        status, body, headers = error_response(exc)
+        response = _json(status, body)
+        for name, value in headers.items():
+            response[name] = value
+        return response
