@@ -183,7 +183,7 @@ class SkuAdmin(ImportMixin, ViewerExportMixin, admin.ModelAdmin):
             actor = f"admin:{request.user.get_username()}"
             try:
                 if action == "warm":
-                    if skus.stock_warm(sku_id=sku.sku_id) is skus.Warm.FENCED:
+                    if skus.stock_warm(sku_id=sku.sku_id, load_retired=True) is skus.Warm.FENCED:
                         done = gettext_lazy("Redis lost this SKU: its rebuild waits for the confirm queue "
                                             "and happens by itself within seconds.")
                     else:

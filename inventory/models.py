@@ -34,6 +34,12 @@ class Sku(models.Model):
     # once; a reservation of an older load that reaches the confirm after the
     # rebuild was not counted by it and is refused.
     redis_epoch = models.PositiveIntegerField(verbose_name=_("Redis snapshot epoch"), default=0, editable=False)
+    # Set when retention dropped the Redis keys of this ended SKU whole, with
+    # nothing in flight or pending (inventory.services.retention); cleared by
+    # the next snapshot load, which bumps the epoch in the same UPDATE. While
+    # set, a missing snapshot is no Redis loss: MySQL holds everything.
+    redis_dropped_at = models.DateTimeField(verbose_name=_("Redis keys dropped at"), null=True, blank=True,
+                                            editable=False)
     created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 
@@ -158,6 +164,9 @@ class OutboxMessage(models.Model):
     created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
     sent_at = models.DateTimeField(verbose_name=_("sent at"), null=True, blank=True)
     attempts = models.PositiveIntegerField(verbose_name=_("attempts"), default=0)
+    # A give whose log row stays pending (it met no snapshot, or its message was
+    # lost) is sent again no sooner than this (backing off, capped).
+    next_attempt_at = models.DateTimeField(verbose_name=_("next attempt at"), null=True, blank=True)
 
     class Meta:
         ordering = ["id"]

@@ -275,6 +275,12 @@ def is_settled(*, sku_id: str, order_id: str) -> bool:
     return redis().zscore(sku_keys(sku_id).done, order_id) is not None
 
 
+def settled_forget(*, sku_id: str, order_id: str) -> None:
+    """Drop a reservation's settled marker, so that the consumer confirms its
+    message again (a dead-letter replay that took its unit back first)."""
+    redis().zrem(sku_keys(sku_id).done, order_id)
+
+
 # --- Gives, freezes, repairs, sale data -----------------------------------------------
 
 def give(*, sku_id: str, op_id: str, quantity: int, user_id: int | None = None,
@@ -302,10 +308,17 @@ def is_applied(*, sku_id: str, op_id: str) -> bool:
     return redis().zscore(sku_keys(sku_id).applied, op_id) is not None
 
 
-def adjust_available(*, sku_id: str, repair_id: str, delta: int) -> int | None:
+ADJUST_REFUSED = -1  # adjust.lua: a whole lowering that did not fit
+
+
+def adjust_available(*, sku_id: str, repair_id: str, delta: int, whole: bool = False) -> int | None:
+    """Move Redis's available by `delta`, once per `repair_id`; None when
+    already applied or no snapshot. A lowering is clamped at zero, or with
+    `whole` refused (ADJUST_REFUSED, nothing changed) when it does not fit."""
     k = sku_keys(sku_id)
     out = _script("adjust")(keys=[k.stock, k.applied],
-                            args=[repair_id, delta, _ms("SECKILL_MARKER_LIFETIME_SECONDS")])
+                            args=[repair_id, delta, _ms("SECKILL_MARKER_LIFETIME_SECONDS"),
+                                  *(["whole"] if whole else [])])
     return None if out is None else int(out)
 
 
@@ -313,6 +326,30 @@ def meta_update(*, sku_id: str, per_user_limit: int, starts_ms: int, ends_ms: in
                 version: int) -> Meta:
     return Meta(int(_script("meta")(keys=[sku_keys(sku_id).stock],
                                     args=[per_user_limit, starts_ms, ends_ms, status, version])))
+
+
+class Drop(enum.IntEnum):
+    NO_SNAPSHOT = 0
+    DROPPED = 1
+    BUSY = 2       # reservations in flight or claimed, or a fence stands
+    OPEN = 3       # Redis's gate still sells it (status active, window open or within the grace)
+    NOT_OURS = 4   # another epoch than MySQL's, or the caller does not hold the warm lock
+
+
+def snapshot_drop_ended(*, sku_id: str, epoch: int, lock_token: str, grace_ms: int) -> Drop:
+    """Drop every key of an ended SKU at once, where nothing could need them
+    (see drop_ended.lua; the caller holds the warm lock and marks MySQL after)."""
+    k = sku_keys(sku_id)
+    return Drop(int(_script("drop_ended")(
+        keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.claims, k.done, k.released, k.applied,
+              k.fence, k.lock],
+        args=[epoch, lock_token, grace_ms])))
+
+
+def sku_key_names(*, sku_id: str) -> list[str]:
+    """Every key this Redis holds of one SKU (SCAN of its hash tag: tests and ops)."""
+    tag = sku_keys(sku_id).tag.replace("[", "\\[").replace("*", "\\*").replace("?", "\\?")
+    return sorted(_s(k) for k in redis().scan_iter(match=f"{tag}:*", count=1000))
 
 
 def snapshot_drop_if_idle(*, sku_id: str) -> bool:
@@ -504,9 +541,14 @@ def warm_lock_release(*, sku_id: str, token: str) -> None:
     _script("lock_release")(keys=[lock], args=[token])
 
 
-SKU_REGISTRY = "seckill:skus"
-SKU_REGISTRY_COMPLETE = "seckill:skus:complete"
+# The registry of SKU ids MySQL has (one Cluster slot: its scripts touch all four).
+SKU_REGISTRY = "seckill:{sku-registry}"
+SKU_REGISTRY_COMPLETE = "seckill:{sku-registry}:complete"
+SKU_REGISTRY_RECENT = "seckill:{sku-registry}:recent"
 SKU_REGISTRY_SECONDS = 60
+# An id added this recently survives a rebuild that read MySQL before its row
+# committed; one whose create rolled back leaves at the first rebuild after.
+SKU_REGISTRY_RECENT_MS = 2 * SKU_REGISTRY_SECONDS * 1000
 
 
 def sku_registry_check(*, sku_id: str) -> bool | None:
@@ -518,16 +560,23 @@ def sku_registry_check(*, sku_id: str) -> bool | None:
     return bool(member) if complete else None
 
 
-def sku_registry_fill(*, sku_ids: Sequence[str]) -> None:
-    """Every SKU id MySQL has; complete for SKU_REGISTRY_SECONDS, then read again."""
+def sku_registry_fill(*, sku_ids: Sequence[str], recent_ms: int = SKU_REGISTRY_RECENT_MS) -> int:
+    """The registry becomes every SKU id MySQL has (read just before), plus the
+    ids added within `recent_ms`; complete for SKU_REGISTRY_SECONDS, then read
+    again. Staged in chunks, swapped in by one script. Returns its size."""
     r = redis()
+    staged = f"{SKU_REGISTRY}:stage:{uuid.uuid4().hex}"
     for part in _chunks(list(sku_ids)):
-        r.sadd(SKU_REGISTRY, *part)
-    r.set(SKU_REGISTRY_COMPLETE, 1, ex=SKU_REGISTRY_SECONDS)
+        pipe = r.pipeline(transaction=False)
+        pipe.sadd(staged, *part)
+        pipe.expire(staged, STAGE_TTL_SECONDS)
+        pipe.execute()
+    return int(_script("registry_swap")(keys=[SKU_REGISTRY, staged, SKU_REGISTRY_RECENT, SKU_REGISTRY_COMPLETE],
+                                        args=[recent_ms, SKU_REGISTRY_SECONDS]))
 
 
 def sku_registry_add(*, sku_id: str) -> None:
-    redis().sadd(SKU_REGISTRY, sku_id)
+    _script("registry_add")(keys=[SKU_REGISTRY, SKU_REGISTRY_RECENT], args=[sku_id, SKU_REGISTRY_RECENT_MS])
 
 
 def mark_missing(*, sku_id: str) -> None:
@@ -649,3 +698,33 @@ def sweep_ran(*, task: str) -> None:
 
 def sweeps_last_run() -> dict[str, int]:
     return {_s(k): int(v) for k, v in redis().hgetall(SWEEPS_KEY).items()}
+
+
+# Written by celery beat (seckill_site.beat): when the running beat started, and
+# since when it holds each task in its schedule (set once, dropped when the task
+# leaves the schedule): a sweep is not late before it could have run.
+BEAT_STARTED_KEY = "seckill:beat:started"  # ms
+BEAT_HELD_KEY = "seckill:beat:held"  # hash task name -> held since (ms)
+
+
+def beat_schedule_held(*, tasks: Sequence[str], started: bool) -> None:
+    r = redis()
+    now = int(time.time() * 1000)
+    gone = {_s(k) for k in r.hkeys(BEAT_HELD_KEY)} - set(tasks)
+    pipe = r.pipeline(transaction=False)
+    if started:
+        pipe.set(BEAT_STARTED_KEY, now)
+    for task in tasks:
+        pipe.hsetnx(BEAT_HELD_KEY, task, now)
+    if gone:
+        pipe.hdel(BEAT_HELD_KEY, *gone)
+    pipe.execute()
+
+
+def beat_schedule_read() -> tuple[int | None, dict[str, int]]:
+    """(when the running beat started, since when it holds each task), in ms."""
+    pipe = redis().pipeline(transaction=False)
+    pipe.get(BEAT_STARTED_KEY)
+    pipe.hgetall(BEAT_HELD_KEY)
+    started, held = pipe.execute()
+    return (None if started is None else int(started)), {_s(k): int(v) for k, v in held.items()}

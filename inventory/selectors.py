@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db.models import Exists, OuterRef, Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from core import db
@@ -28,22 +30,44 @@ def sku_list() -> list[Sku]:
 
 
 def sku_ids_live() -> list[str]:
-    """SKUs that may hold reservations: not ended."""
-    return list(Sku.objects.exclude(status=Sku.Status.ENDED).values_list("sku_id", flat=True))
+    """SKUs that may hold reservations: not ended, and not retired (retention
+    dropped their keys: nothing can be in flight without a snapshot)."""
+    return list(Sku.objects.exclude(status=Sku.Status.ENDED).filter(redis_dropped_at__isnull=True)
+                .values_list("sku_id", flat=True))
 
 
 def sku_ids_sweepable() -> list[str]:
-    """SKUs the sweeps visit: the live ones, and the ones that ended recently
-    while reservations of theirs are still in flight (a reservation accepted
-    before the end must still become an order)."""
+    """SKUs the sweeps visit: the live ones, the ones that ended recently while
+    reservations of theirs are still in flight (a reservation accepted before
+    the end must still become an order), and ended ones whose gives or freezes
+    are still pending, however long ago they ended (the sweeps bring their
+    snapshot back, fenced if Redis lost it, so those can be applied)."""
     live = sku_ids_live()
-    ended = list(Sku.objects.filter(status=Sku.Status.ENDED,
+    ended = list(Sku.objects.filter(status=Sku.Status.ENDED, redis_dropped_at__isnull=True,
                                     status_changed_at__gte=timezone.now() - ENDED_SWEEP_HORIZON)
                  .values_list("sku_id", flat=True))
     if ended:
         counts = redis_store.inflight_count(sku_ids=ended)
         live += [s for s in ended if counts.get(s)]
-    return live
+    pending = set(InventoryLog.objects.filter(status=InventoryLog.Status.PENDING,
+                                              operation__in=(*GIVE_OPERATIONS, InventoryLog.Operation.FREEZE),
+                                              sku__status=Sku.Status.ENDED, sku__redis_dropped_at__isnull=True)
+                  .order_by().values_list("sku_id", flat=True).distinct())
+    return live + sorted(pending - set(live))
+
+
+def sku_ids_retirable(*, grace_s: float, limit: int) -> list[str]:
+    """Ended SKUs whose Redis keys retention may drop, as MySQL decides (by its
+    own clock): ended by ops at least `grace_s` ago, or their window over by
+    that much; loaded once and not dropped since; no give or freeze pending.
+    Redis checks its own half when it drops (inventory.services.retention)."""
+    cutoff = Now() - timedelta(seconds=grace_s)
+    pending = InventoryLog.objects.filter(status=InventoryLog.Status.PENDING, sku_id=OuterRef("pk"),
+                                          operation__in=(*GIVE_OPERATIONS, InventoryLog.Operation.FREEZE))
+    ended = (Q(status=Sku.Status.ENDED, status_changed_at__lte=cutoff)
+             | Q(sale_ends_at__isnull=False, sale_ends_at__lte=cutoff))
+    return list(Sku.objects.filter(ended, redis_epoch__gt=0, redis_dropped_at__isnull=True)
+                .exclude(Exists(pending)).order_by("pk").values_list("sku_id", flat=True)[:limit])
 
 
 @dataclass(frozen=True)
@@ -171,20 +195,43 @@ def _worker() -> str | None:
     return f"error: no confirm consumer seen within {WORKER_SEEN_WITHIN_SECONDS:.0f} s"
 
 
+BEAT_SLACK_MS = 2000
+
+
+def sweep_late(*, now_ms: float, every_ms: float, ran: int | None, held: int | None, started: int | None) -> bool:
+    """Is a sweep late? Three of its intervals (and a little slack) have passed
+    since the moment it is measured from:
+
+    - its last run, when it ran since beat began holding it in its schedule;
+    - otherwise (never ran, or not since it was enabled again) the later of
+      the start of the running beat and the moment beat began holding it: it
+      cannot have run before either. Measuring a new sweep from nothing made
+      every sweep late until its first interval had passed after a fresh start.
+
+    With none of these records (beat never started, or Redis lost them and
+    beat has not written them again yet) it is late: nothing shows beat alive."""
+    if ran is not None and (held is None or ran >= held):
+        since = ran
+    else:
+        since = max((t for t in (held, started) if t is not None), default=None)
+    return since is None or now_ms - since > 3 * every_ms + BEAT_SLACK_MS
+
+
 def _beat() -> str | None:
-    """Every enabled periodic sweep ran within three of its intervals."""
+    """Every enabled periodic sweep ran within three of its intervals (sweep_late)."""
     import time
 
     from django_celery_beat.models import PeriodicTask
 
     last = redis_store.sweeps_last_run()
+    started, held = redis_store.beat_schedule_read()
     now = time.time() * 1000
     late = []
     for task in PeriodicTask.objects.filter(enabled=True, interval__isnull=False).select_related("interval"):
         every_ms = task.interval.every * {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}.get(
             task.interval.period, 1) * 1000
-        ran = last.get(task.task)
-        if ran is None or now - ran > 3 * every_ms + 2000:
+        if sweep_late(now_ms=now, every_ms=every_ms, ran=last.get(task.task), held=held.get(task.task),
+                      started=started):
             late.append(task.task.rsplit(".", 1)[-1])
     return f"error: late: {', '.join(sorted(late))}" if late else None
 

@@ -17,6 +17,8 @@ PERIODIC_TASKS = (
     ("seckill: collect dead letters", "inventory.tasks.dead_letters_collect_task", "SECKILL_DEAD_LETTER_SWEEP_SECONDS"),
     ("seckill: alert ops (dead letters, drift)", "reconciliation.tasks.alerts_send_task",
      "SECKILL_DEAD_LETTER_SWEEP_SECONDS"),
+    ("seckill: delete old rows, drop ended SKUs' Redis keys", "reconciliation.tasks.retention_sweep_task",
+     "SECKILL_RETENTION_SWEEP_SECONDS"),
 )
 
 

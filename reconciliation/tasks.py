@@ -3,7 +3,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from inventory import redis_store
-from reconciliation import alerts, services
+from reconciliation import alerts, retention, services
 from reconciliation.models import ReconciliationRun
 
 
@@ -33,3 +33,13 @@ def alerts_send_task() -> dict:
     sent = alerts.alerts_send()
     redis_store.sweep_ran(task="reconciliation.tasks.alerts_send_task")
     return sent
+
+
+@shared_task(name="reconciliation.tasks.retention_sweep_task", expires=1800)
+def retention_sweep_task() -> dict:
+    """Beat: delete rows past their retention that nothing depends on, drop the
+    Redis keys of ended SKUs past their grace (reconciliation.retention)."""
+    done = retention.retention_sweep()
+    # Recorded only once it completed: a sweep that keeps failing shows as late in health.
+    redis_store.sweep_ran(task="reconciliation.tasks.retention_sweep_task")
+    return done

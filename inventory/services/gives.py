@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Sequence
 
+from django.conf import settings
 from django.db import OperationalError, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from inventory import messages, redis_store
 from inventory.models import GIVE_OPERATIONS, DeadLetter, InventoryLog, OutboxMessage
+from inventory.services.locks import skus_lock
 
 logger = logging.getLogger(__name__)
 
@@ -105,16 +107,34 @@ def outbox_relay(*, ids: list[int] | None = None, op_ids: list[str] | None = Non
 LOST_GIVE_AFTER = timedelta(seconds=60)
 
 
+def give_retry_delay(*, attempts: int) -> timedelta:
+    """How long a give that was sent `attempts` times and is still pending
+    waits before it is sent again: base * 2^(attempts - 1), at most the cap."""
+    base, cap = settings.SECKILL_GIVE_RETRY_BASE_SECONDS, settings.SECKILL_GIVE_RETRY_CAP_SECONDS
+    return timedelta(seconds=min(cap, base * 2 ** min(max(attempts - 1, 0), 32)))
+
+
 def gives_resend_lost(*, older_than: timedelta = LOST_GIVE_AFTER, limit: int = 500) -> list[str]:
     """Gives sent long ago whose log row is still pending (the message was lost,
     or Redis had no snapshot when it came): mark their outbox rows unsent, so
-    the relay sends them again. Bounded by `limit` per call."""
-    lost = list(InventoryLog.objects.filter(
-        status=InventoryLog.Status.PENDING, operation__in=GIVE_OPERATIONS,
-        created_at__lte=timezone.now() - older_than).values_list("op_id", flat=True)[:limit])
-    if lost:
-        OutboxMessage.objects.filter(op_id__in=lost, sent_at__isnull=False).update(sent_at=None)
-    return lost
+    the relay sends them again, each no sooner than its backoff allows
+    (`give_retry_delay`: a give of a SKU Redis has no snapshot of is not sent
+    every sweep for ever). Bounded by `limit` per call; returns the ones re-armed."""
+    now = timezone.now()
+    lost = InventoryLog.objects.filter(status=InventoryLog.Status.PENDING, operation__in=GIVE_OPERATIONS,
+                                       created_at__lte=now - older_than).values("op_id")
+    # The limit counts the rows due now, so gives backing off never crowd out the others.
+    due = (OutboxMessage.objects.filter(op_id__in=lost, sent_at__isnull=False)
+           .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now)).order_by("pk"))
+    rearmed: list[str] = []
+    by_attempts: dict[int, list[int]] = {}
+    for pk, op_id, attempts in due.values_list("pk", "op_id", "attempts")[:limit]:
+        by_attempts.setdefault(attempts, []).append(pk)
+        rearmed.append(op_id)
+    for attempts, pks in by_attempts.items():  # one UPDATE per distinct count (a handful)
+        OutboxMessage.objects.filter(pk__in=pks, sent_at__isnull=False).update(
+            sent_at=None, next_attempt_at=now + give_retry_delay(attempts=attempts + 1))
+    return rearmed
 
 
 class GiveDeferred(Exception):
@@ -140,6 +160,8 @@ def stock_give_apply(*, sku_id: str, op_id: str, quantity: int, user_id: int | N
                                    total_delta=total_delta, frozen_delta=frozen_delta)
         if outcome is not redis_store.Give.NOT_WARM:
             break
+        if gives_settle_retired(sku_ids=[sku_id], op_ids=[op_id]):
+            return redis_store.Give.APPLIED
         if time.monotonic() >= deadline:
             raise GiveDeferred(f"no snapshot of {sku_id} for give {op_id}")
         time.sleep(0.2)
@@ -157,10 +179,11 @@ def stock_gives_apply(*, gives: Sequence[dict], wait_s: float = 5.0) -> dict[str
     ops = [g["op_id"] for g in gives]
     done = {op for op, st in InventoryLog.objects.filter(op_id__in=ops, operation__in=GIVE_OPERATIONS)
             .values_list("op_id", "status") if st == InventoryLog.Status.SUCCESS}
-    counts = {"already": len(done), "applied": 0, "deferred": 0}
+    counts = {"already": len(done), "applied": 0, "deferred": 0, "retired": 0}
     finished: list[str] = []
     deadline = time.monotonic() + wait_s
     waiting = [g for g in gives if g["op_id"] not in done]
+    first = True
     while waiting:
         later = []
         for g in waiting:
@@ -172,6 +195,11 @@ def stock_gives_apply(*, gives: Sequence[dict], wait_s: float = 5.0) -> dict[str
             else:
                 finished.append(g["op_id"])
                 counts["applied" if outcome is redis_store.Give.APPLIED else "already"] += 1
+        if later and first:
+            settled = gives_settle_retired(sku_ids=[g["sku_id"] for g in later], op_ids=[g["op_id"] for g in later])
+            counts["retired"] = len(settled)
+            later = [g for g in later if g["op_id"] not in settled]
+        first = False
         waiting = later
         if waiting and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -186,6 +214,32 @@ def stock_gives_apply(*, gives: Sequence[dict], wait_s: float = 5.0) -> dict[str
     if waiting:
         raise GiveDeferred(f"{len(waiting)} give(s) found no snapshot")
     return counts
+
+
+def gives_settle_retired(*, sku_ids: Sequence[str], op_ids: Sequence[str]) -> set[str]:
+    """Gives of SKUs whose Redis keys retention dropped are done in MySQL alone:
+    their log rows become success, and no message is sent for them again.
+
+    Safe because the mark (`Sku.redis_dropped_at`) is read under the SKU row
+    lock, which every snapshot load takes to bump the epoch and clear the mark:
+    while it stands no snapshot was loaded since the drop, so Redis has none to
+    apply the give to, and the next load reads MySQL's buckets, which already
+    hold the give (MySQL first), without listing it as pending. A give whose
+    SKU was loaded first finds that snapshot and is applied (or is counted by
+    it already). Returns the op ids settled here."""
+    with transaction.atomic():
+        locked = skus_lock(sku_ids=sku_ids)
+        retired = [sku_id for sku_id, sku in locked.items() if sku.redis_dropped_at is not None]
+        if not retired:
+            return set()
+        ops = set(InventoryLog.objects.filter(op_id__in=list(op_ids), sku_id__in=retired, operation__in=GIVE_OPERATIONS,
+                                              status=InventoryLog.Status.PENDING).values_list("op_id", flat=True))
+        if ops:
+            InventoryLog.objects.filter(op_id__in=list(ops), operation__in=GIVE_OPERATIONS).update(
+                status=InventoryLog.Status.SUCCESS, updated_at=timezone.now())
+    if ops:
+        logger.info("%d give(s) of retired SKU(s) %s done in MySQL alone", len(ops), retired[:10])
+    return ops
 
 
 # --- Dead letters ------------------------------------------------------------------------

@@ -4,12 +4,13 @@ from __future__ import annotations
 import enum
 import logging
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Callable
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -71,7 +72,11 @@ def sku_create(
                 sku=sku, operation=InventoryLog.Operation.RESTOCK, quantity=stock,
                 status=InventoryLog.Status.SUCCESS, reason="initial stock", actor=actor,
             )
-        transaction.on_commit(lambda: (redis_store.clear_missing(sku_id=sku_id), stock_warm(sku_id=sku_id)))
+        # Registered again once committed: the registry's rebuild keeps an id
+        # added recently, counted from here (a create that rolled back is
+        # forgotten by the first rebuild after that, redis_store.sku_registry_fill).
+        transaction.on_commit(lambda: (redis_store.sku_registry_add(sku_id=sku_id),
+                                       redis_store.clear_missing(sku_id=sku_id), stock_warm(sku_id=sku_id)))
     return sku
 
 
@@ -118,6 +123,7 @@ class Warm(enum.Enum):
     READY = "ready"      # in Redis (there already, or loaded now)
     FENCED = "fenced"    # lost; its rebuild waits behind the confirm queue (nothing may be taken)
     UNKNOWN = "unknown"  # MySQL has no such SKU
+    RETIRED = "retired"  # ended; retention dropped its keys and MySQL holds all of it (nothing loaded)
 
 
 WARM_WAIT_S = 3.0
@@ -131,7 +137,12 @@ def fence_delay_ms() -> int:
     return redis_store.decision_window_ms()
 
 
-def stock_warm(*, sku_id: str) -> Warm:
+def sku_open(*, sku: Sku) -> bool:
+    """Can the SKU sell now or later, as MySQL has it (active, window not over)?"""
+    return sku.status == Sku.Status.ACTIVE and (sku.sale_ends_at is None or timezone.now() < sku.sale_ends_at)
+
+
+def stock_warm(*, sku_id: str, load_retired: bool = False) -> Warm:
     """Make sure Redis has the SKU's snapshot, as far as that can be done now.
 
     A SKU Redis never held (MySQL's epoch 0) is loaded at once. One that Redis
@@ -139,58 +150,65 @@ def stock_warm(*, sku_id: str) -> Warm:
     Redis accepted that are still in the broker, so a snapshot read now would
     sell their units again. It is fenced instead (the gate answers 503), and
     the confirm consumer loads it when the fence reaches it (`stock_fence_pass`).
+    A SKU whose keys retention dropped (`Sku.redis_dropped_at`) lost nothing:
+    it is loaded at once if it is open for sale again (ops re-opened it) or
+    `load_retired` asks for it (an ops move), and left out of Redis otherwise
+    (RETIRED: readers show MySQL's figures, exact since nothing is in flight).
     Loads run under a short lock so two processes never load twice; a load
-    refuses to overwrite a snapshot that appeared meanwhile.
+    refuses to overwrite a snapshot that appeared meanwhile. A caller that
+    meets the lock waits for what its holder decides (or for the lock).
     """
-    if redis_store.snapshot_exists(sku_id=sku_id):
-        return Warm.READY
-    if not sku_known(sku_id=sku_id):
-        return Warm.UNKNOWN
-    if redis_store.fence_token(sku_id=sku_id) is not None:
-        return Warm.FENCED
-    token = redis_store.warm_lock_acquire(sku_id=sku_id)
-    if token is None:
-        return _warm_wait(sku_id)
-    try:
-        if redis_store.snapshot_exists(sku_id=sku_id):
-            return Warm.READY
-        with transaction.atomic():
-            sku = skus_lock(sku_ids=[sku_id]).get(sku_id)
-            fence = sku is not None and sku.redis_epoch > 0
-            snapshot = None if sku is None or fence else _snapshot_next(sku)
-        if sku is None:
-            redis_store.mark_missing(sku_id=sku_id)
-            return Warm.UNKNOWN
-        if fence:
-            raised = redis_store.fence_raise(sku_id=sku_id, delay_ms=fence_delay_ms())
-            if raised is not None:
-                logger.warning("snapshot of %s lost; rebuild fenced behind the confirm queue (%s)",
-                               sku_id, raised.token)
-                return Warm.FENCED
-            return Warm.READY
-        if redis_store.snapshot_load(sku_id=sku_id, snapshot=snapshot) is redis_store.Load.LOADED:
-            logger.info("warmed %s: available=%s epoch=%s", sku_id, snapshot.available, snapshot.epoch)
-        return Warm.READY
-    finally:
-        redis_store.warm_lock_release(sku_id=sku_id, token=token)
-
-
-def _warm_wait(sku_id: str) -> Warm:
-    """Another process holds the warm lock: wait for what it decides."""
     deadline = time.monotonic() + WARM_WAIT_S
-    while time.monotonic() < deadline:
+    while True:
         if redis_store.snapshot_exists(sku_id=sku_id):
             return Warm.READY
+        if not sku_known(sku_id=sku_id):
+            return Warm.UNKNOWN
         if redis_store.fence_token(sku_id=sku_id) is not None:
             return Warm.FENCED
+        token = redis_store.warm_lock_acquire(sku_id=sku_id)
+        if token is not None:
+            try:
+                return _warm_locked(sku_id, load_retired=load_retired)
+            finally:
+                redis_store.warm_lock_release(sku_id=sku_id, token=token)
+        if time.monotonic() >= deadline:
+            return Warm.FENCED if selectors.sku_get(sku_id=sku_id) is not None else Warm.UNKNOWN
         time.sleep(0.02)
-    return Warm.FENCED if selectors.sku_get(sku_id=sku_id) is not None else Warm.UNKNOWN
+
+
+def _warm_locked(sku_id: str, *, load_retired: bool) -> Warm:
+    """stock_warm's decision, under the warm lock."""
+    if redis_store.snapshot_exists(sku_id=sku_id):
+        return Warm.READY
+    with transaction.atomic():
+        sku = skus_lock(sku_ids=[sku_id]).get(sku_id)
+        retired = sku is not None and sku.redis_dropped_at is not None
+        if retired and not (load_retired or sku_open(sku=sku)):
+            return Warm.RETIRED
+        fence = sku is not None and sku.redis_epoch > 0 and not retired
+        snapshot = None if sku is None or fence else _snapshot_next(sku)
+    if sku is None:
+        redis_store.mark_missing(sku_id=sku_id)
+        return Warm.UNKNOWN
+    if fence:
+        raised = redis_store.fence_raise(sku_id=sku_id, delay_ms=fence_delay_ms())
+        if raised is not None:
+            logger.warning("snapshot of %s lost; rebuild fenced behind the confirm queue (%s)",
+                           sku_id, raised.token)
+            return Warm.FENCED
+        return Warm.READY
+    if redis_store.snapshot_load(sku_id=sku_id, snapshot=snapshot) is redis_store.Load.LOADED:
+        logger.info("warmed %s: available=%s epoch=%s%s", sku_id, snapshot.available, snapshot.epoch,
+                    " (its keys had been dropped by retention)" if retired else "")
+    return Warm.READY
 
 
 def _snapshot_next(sku: Sku) -> redis_store.Snapshot:
     """The snapshot of the next load, read with the SKU row locked (so no give or
     freeze commits between the reads); the load's epoch is recorded first."""
-    Sku.objects.filter(pk=sku.sku_id).update(redis_epoch=F("redis_epoch") + 1)
+    # A load also ends a retention drop's mark: from here a missing snapshot is a loss again.
+    Sku.objects.filter(pk=sku.sku_id).update(redis_epoch=F("redis_epoch") + 1, redis_dropped_at=None)
     epoch = sku.redis_epoch + 1
     return selectors.sku_snapshot(sku=sku, holdings=_holdings_source(sku.sku_id), epoch=epoch)
 
@@ -248,9 +266,19 @@ def sku_known(*, sku_id: str) -> bool:
     so requests for made-up SKU ids cost MySQL nothing."""
     known = redis_store.sku_registry_check(sku_id=sku_id)
     if known is None:
-        redis_store.sku_registry_fill(sku_ids=list(Sku.objects.values_list("sku_id", flat=True)))
+        sku_registry_rebuild()
         known = redis_store.sku_registry_check(sku_id=sku_id)
     return bool(known)
+
+
+def sku_registry_rebuild(*, recent_s: float | None = None) -> int:
+    """The registry becomes the SKU ids MySQL has (ids of creates that rolled
+    back, or of SKUs gone, leave it), keeping ids registered within `recent_s`
+    (default: redis_store.SKU_REGISTRY_RECENT_MS), whose rows may not have been
+    committed when MySQL was read. Returns its size."""
+    ids = list(Sku.objects.values_list("sku_id", flat=True))
+    recent_ms = redis_store.SKU_REGISTRY_RECENT_MS if recent_s is None else int(recent_s * 1000)
+    return redis_store.sku_registry_fill(sku_ids=ids, recent_ms=recent_ms)
 
 
 def snapshot_rebuild(*, sku_id: str, actor: str) -> None:
@@ -272,7 +300,7 @@ def snapshot_rebuild(*, sku_id: str, actor: str) -> None:
         redis_store.warm_lock_release(sku_id=sku_id, token=token)
     if lost:
         # Redis lost it: what the lost Redis accepted may still be in the broker.
-        if stock_warm(sku_id=sku_id) is Warm.FENCED:
+        if stock_warm(sku_id=sku_id, load_retired=True) is Warm.FENCED:
             raise StockActionRefused(_("Redis lost this SKU; its rebuild waits for the confirm queue and "
                                        "happens by itself within seconds."))
         return
@@ -335,26 +363,55 @@ def sku_spec_errors(*, spec: SkuSpec) -> dict[str, list[str]]:
     return errors
 
 
+def sku_id_key(sku_id: str) -> str:
+    """The form under which MySQL compares SKU ids. The column has the
+    database's default collation (utf8mb4_unicode_ci, _general_ci), which ignores
+    letter case and accents, so `abc`, `ABC` and `àbc` are one primary key. This
+    mirrors it for the import's preview (it agrees with utf8mb4_unicode_ci on
+    every Latin letter); the database's own answer, a duplicate key, is the
+    final word (`skus_import`)."""
+    bare = "".join(c for c in unicodedata.normalize("NFKD", sku_id) if not unicodedata.combining(c))
+    return bare.casefold()
+
+
 def skus_import_errors(*, specs: dict[int, SkuSpec]) -> dict[int, dict[str, list[str]]]:
-    """Every row's errors: its own rules, an id twice in the file, an id MySQL has."""
+    """Every row's errors: its own rules, an id twice in the file, an id MySQL
+    has (both as MySQL compares ids: `sku_id_key`)."""
     errors: dict[int, dict[str, list[str]]] = {}
     first_row: dict[str, int] = {}
     for index, spec in specs.items():
         row = sku_spec_errors(spec=spec)
-        if spec.sku_id in first_row:
-            row.setdefault("sku_id", []).append(
-                _("SKU %(sku_id)s is already in row %(row)s of this file.") % {"sku_id": spec.sku_id,
-                                                                               "row": first_row[spec.sku_id]})
+        key = sku_id_key(spec.sku_id or "")
+        if key in first_row:
+            row.setdefault("sku_id", []).append(sku_id_repeated_message(
+                sku_id=spec.sku_id, other=specs[first_row[key]].sku_id, row=first_row[key]))
         else:
-            first_row[spec.sku_id] = index
+            first_row[key] = index
         if row:
             errors[index] = row
-    existing = set(Sku.objects.filter(sku_id__in=list(first_row)).values_list("sku_id", flat=True))
-    for sku_id in existing:
-        errors.setdefault(first_row[sku_id], {}).setdefault("sku_id", []).append(
-            _("SKU %(sku_id)s already exists; the import only creates SKUs (change it in its page, "
-              "move its stock with the stock actions).") % {"sku_id": sku_id})
+    ids = [specs[index].sku_id for index in first_row.values()]
+    for existing in Sku.objects.filter(sku_id__in=ids).values_list("sku_id", flat=True):
+        index = first_row.get(sku_id_key(existing))
+        if index is None:
+            continue  # equal only under a rule sku_id_key misses: the create refuses it
+        errors.setdefault(index, {}).setdefault("sku_id", []).append(
+            sku_id_taken_message(sku_id=specs[index].sku_id, existing=existing))
     return errors
+
+
+def sku_id_repeated_message(*, sku_id: str, other: str, row: int) -> str:
+    if sku_id == other:
+        return _("SKU %(sku_id)s is already in row %(row)s of this file.") % {"sku_id": sku_id, "row": row}
+    return _("SKU %(sku_id)s is the same id as %(other)s in row %(row)s of this file (SKU ids ignore letter "
+             "case and accents).") % {"sku_id": sku_id, "other": other, "row": row}
+
+
+def sku_id_taken_message(*, sku_id: str, existing: str) -> str:
+    if sku_id == existing:
+        return _("SKU %(sku_id)s already exists; the import only creates SKUs (change it in its page, "
+                 "move its stock with the stock actions).") % {"sku_id": sku_id}
+    return _("SKU %(sku_id)s is the same id as the existing SKU %(existing)s (SKU ids ignore letter case and "
+             "accents); the import only creates SKUs.") % {"sku_id": sku_id, "existing": existing}
 
 
 def skus_import(*, specs: dict[int, SkuSpec], actor: str) -> list[Sku]:
@@ -370,13 +427,21 @@ def skus_import(*, specs: dict[int, SkuSpec], actor: str) -> list[Sku]:
     if errors:
         raise SkuImportRefused(errors)
     created: list[Sku] = []
+    index = None
     try:
         with transaction.atomic(durable=True):
-            for spec in specs.values():
+            for index, spec in specs.items():
                 created.append(sku_create(
                     sku_id=spec.sku_id, stock=spec.stock, name=spec.name, per_user_limit=spec.per_user_limit,
                     price=spec.price, starts_at=spec.starts_at, ends_at=spec.ends_at, status=spec.status,
                     actor=actor))
+    except IntegrityError:
+        # MySQL's collation found the id equal to another one that the checks
+        # above did not (a rule sku_id_key misses, or a SKU made meanwhile):
+        # everything is rolled back, and the row is named instead of a 500.
+        raise SkuImportRefused({index: {"sku_id": [
+            _("SKU %(sku_id)s is already taken (the database compares SKU ids without letter case and "
+              "accents).") % {"sku_id": specs[index].sku_id}]}}) from None
     except redis_store.RedisError as exc:
         # Only a warm-up run by on_commit talks to Redis unguarded, so the rows
         # are committed; the hooks after the failing one did not run. Warm what

@@ -138,7 +138,7 @@ def stock_freeze(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
     snapshot loaded or a reconciliation run in between counts the freeze, and a
     freeze whose process died is resolved by `stock_freezes_resolve`."""
     _positive(quantity)
-    warm = stock_warm(sku_id=sku_id)
+    warm = stock_warm(sku_id=sku_id, load_retired=True)  # a take needs the snapshot, even of an ended SKU
     if warm is Warm.UNKNOWN:
         raise SkuNotFound(sku_id=sku_id)
     if warm is Warm.FENCED:

@@ -13,7 +13,7 @@ from conftest import unique, wait_until, assert_balanced, settled, gives_applied
 from inventory import redis_store
 from inventory.services import stock as services
 from core.errors import StockActionRefused
-from inventory.models import InventoryLog, OutboxMessage, Sku
+from inventory.models import InventoryLog, Sku
 
 
 def staff(group: str | None, superuser: bool = False) -> tuple[object, Client]:

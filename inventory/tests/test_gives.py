@@ -6,7 +6,7 @@ from django.conf import settings
 
 from conftest import rebuild_lost, wait_until
 from inventory import redis_store
-from inventory.services import gives, skus, stock
+from inventory.services import gives, stock
 from inventory.models import DeadLetter, OutboxMessage
 
 
@@ -87,3 +87,49 @@ def test_lost_gives_are_marked_for_sending_again(make_sku, live_db):
     InventoryLog.objects.filter(op_id=op_id).update(created_at=timezone.now() - timedelta(minutes=5))
     assert op_id in gives.gives_resend_lost()
     assert OutboxMessage.objects.get(op_id=op_id).sent_at is None
+
+
+def test_give_retry_delay_doubles_up_to_its_cap(settings):
+    settings.SECKILL_GIVE_RETRY_BASE_SECONDS, settings.SECKILL_GIVE_RETRY_CAP_SECONDS = 60, 3600
+    from datetime import timedelta
+
+    assert [gives.give_retry_delay(attempts=n).total_seconds() for n in (1, 2, 3, 4)] == [60, 120, 240, 480]
+    assert gives.give_retry_delay(attempts=50) == timedelta(seconds=3600)
+
+
+def test_a_give_that_meets_no_snapshot_backs_off(make_sku, live_db):
+    """A give whose SKU Redis lost (nobody warms it) stays pending: it used to
+    be armed again by every resend sweep, for ever; now each resend waits
+    longer (base * 2^attempts, capped)."""
+    from datetime import timedelta
+    from unittest import mock
+
+    from django.utils import timezone
+
+    from inventory.models import InventoryLog
+
+    sku = make_sku(stock=2)
+    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
+        op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=1, reason="more", actor="t")
+    redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).stock)  # Redis lost the SKU
+    assert gives.outbox_relay(op_ids=[op_id]) == 1  # sent once; nobody applies it
+    with pytest.raises(gives.GiveDeferred):
+        gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=1, user_id=None, total_delta=1, wait_s=0)
+    InventoryLog.objects.filter(op_id=op_id).update(created_at=timezone.now() - timedelta(minutes=5))
+
+    sent_times = OutboxMessage.objects.get(op_id=op_id).attempts
+    assert op_id in gives.gives_resend_lost()
+    row = OutboxMessage.objects.get(op_id=op_id)
+    assert row.sent_at is None
+    first_wait = (row.next_attempt_at - timezone.now()).total_seconds()
+    expected = gives.give_retry_delay(attempts=sent_times + 1).total_seconds()
+    assert expected - 5 < first_wait <= expected
+    assert gives.outbox_relay(op_ids=[op_id]) == 1
+    assert op_id not in gives.gives_resend_lost()  # not again before its time
+    assert OutboxMessage.objects.get(op_id=op_id).sent_at is not None
+    # Its time came (the row's own timestamp moved back): armed again, waiting twice as long next.
+    OutboxMessage.objects.filter(op_id=op_id).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
+    assert op_id in gives.gives_resend_lost()
+    row = OutboxMessage.objects.get(op_id=op_id)
+    assert (row.next_attempt_at - timezone.now()).total_seconds() > 2 * first_wait - 5
+    assert InventoryLog.objects.get(op_id=op_id).status == InventoryLog.Status.PENDING  # never dropped

@@ -155,6 +155,8 @@ def _warm_and_reserve(click: _Click, order_id: str) -> ReserveResult:
             return ReserveResult(Reserve.UNKNOWN_SKU)
         if warm is Warm.FENCED:
             return ReserveResult(Reserve.FENCED)
+        if warm is Warm.RETIRED:  # ended, its keys dropped by retention: closed, not lost
+            return ReserveResult(Reserve.NOT_ACTIVE)
         return redis_store.reserve(sku_id=click.sku_id, user_id=click.user_id, quantity=click.quantity,
                                    idempotency_key=click.key, order_id=order_id)
     except redis_store.RedisError as exc:

@@ -4,13 +4,12 @@ republished lists are bounded; a confirmed one still in flight is settled."""
 from __future__ import annotations
 
 import json
-import uuid
 from unittest import mock
 
 import pytest
 from django.test import override_settings
 
-from conftest import publish, reserve_direct, wait_until, assert_balanced, settled
+from conftest import reserve_direct, wait_until, assert_balanced, settled
 from inventory import messages, redis_store
 from orders.models import Order
 from orders.services.confirm import confirm_in_mysql

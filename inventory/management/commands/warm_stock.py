@@ -31,6 +31,9 @@ class Command(BaseCommand):
                 missing.append(sku_id)
             elif warm is Warm.FENCED:
                 fenced.append(sku_id)
+            elif warm is Warm.RETIRED:
+                self.stdout.write(f"{sku_id}: ended, its Redis keys dropped by retention (MySQL holds it; "
+                                  f"it loads when sold again)")
             else:
                 self._say(sku_id, "already warm" if was_there else "loaded")
         self.stderr.write(f"{len(ids)}/{len(ids)} SKUs", style_func=str)

@@ -1,0 +1,38 @@
+"""Which SKUs the sweeps visit: ended ones until their gives are applied."""
+from __future__ import annotations
+
+from datetime import timedelta
+from unittest import mock
+
+from django.utils import timezone
+
+from inventory import selectors
+from inventory.models import Sku
+from inventory.services import retention, skus, stock
+
+
+def test_an_ended_sku_is_swept_while_a_give_of_its_is_pending(make_sku):
+    """It used to be swept only while reservations were in flight, and only
+    within a week of its end: a give pending for a SKU Redis lost then waited
+    for a snapshot nobody loaded."""
+    pending, idle = make_sku(stock=2), make_sku(stock=2)
+    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
+        stock.stock_restock(sku_id=pending.sku_id, quantity=1, reason="more", actor="t")
+    for s in (pending, idle):
+        skus.sku_update(sku_id=s.sku_id, actor="t", status=Sku.Status.ENDED)
+        Sku.objects.filter(pk=s.sku_id).update(status_changed_at=timezone.now() - timedelta(days=30))
+
+    swept = selectors.sku_ids_sweepable()
+
+    assert pending.sku_id in swept
+    assert idle.sku_id not in swept
+
+
+def test_a_retired_sku_is_not_swept(make_sku):
+    sku = make_sku(stock=2)
+    assert sku.sku_id in selectors.sku_ids_sweepable()
+    skus.sku_update(sku_id=sku.sku_id, actor="t", status=Sku.Status.ENDED)
+    Sku.objects.filter(pk=sku.sku_id).update(status_changed_at=timezone.now() - timedelta(days=2))
+    assert sku.sku_id in retention.skus_retire(grace_s=3600).dropped
+    assert sku.sku_id not in selectors.sku_ids_sweepable()
+    assert sku.sku_id not in selectors.sku_ids_live()
