@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import urllib.error
 import urllib.request
 from datetime import timedelta
 from typing import Iterable
@@ -26,6 +27,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
+from core.reporting import url_redacted
 from inventory.models import DeadLetter
 from reconciliation.models import Alert, Finding
 
@@ -55,6 +57,16 @@ def _post_webhook(url: str, payload: dict) -> str:
         return f"webhook {response.status}"
 
 
+def _failure(exc: Exception) -> str:
+    """A failed POST, told without the URL: urllib puts it into some of its
+    errors (an unknown scheme, a redirect), and the URL is the secret."""
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code}"
+    if isinstance(exc, urllib.error.URLError):
+        return f"{exc.__class__.__name__}: {exc.reason.__class__.__name__ if isinstance(exc.reason, Exception) else 'error'}"
+    return exc.__class__.__name__
+
+
 def alert_deliver(*, subject: str, lines: list[str], payload: dict) -> str:
     """Mail ADMINS and POST the webhook. Returns what happened; never raises."""
     outcome = []
@@ -69,7 +81,8 @@ def alert_deliver(*, subject: str, lines: list[str], payload: dict) -> str:
         try:
             outcome.append(_post_webhook(url, {"subject": subject, **payload}))
         except Exception as exc:
-            logger.error("alert webhook %s not reached for %r: %r", url, subject, exc)
+            # The host only: a webhook's path (or userinfo) is its credential.
+            logger.error("alert webhook %s not reached for %r: %s", url_redacted(url), subject, _failure(exc))
             outcome.append(f"webhook failed: {exc.__class__.__name__}")
     return "; ".join(outcome)[:255]
 

@@ -2,43 +2,59 @@
 from __future__ import annotations
 
 import hmac
+from functools import wraps
 
 from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, render
 
 from reconciliation import selectors
 from reconciliation.models import ReconciliationRun
 
+# Who may read the reconciliation report and its metrics: both admin groups
+# have it (support reads, ops acts), a staff user outside them does not.
+REPORT_PERMISSION = "reconciliation.view_reconciliationrun"
+# The live sale view shows the SKUs' stock figures.
+LIVE_PERMISSION = "inventory.view_sku"
 
+
+def staff_with(permission: str):
+    """A page for staff holding `permission`: anyone else not logged in as
+    staff goes to the admin's login; staff without it get 403."""
+    def decorate(view):
+        @wraps(view)
+        def checked(request, *args, **kwargs):
+            if not request.user.has_perm(permission):
+                raise PermissionDenied
+            return view(request, *args, **kwargs)
+        return staff_member_required(checked)
+    return decorate
+
+
+@staff_with(LIVE_PERMISSION)
 def dashboard(request):
     """The live sale view, in the admin (mounted under /admin/ by the project's
     urls): the first paint from the server, then `live.js` polls `dashboard_data`."""
     from django.contrib import admin
-    from django.core.exceptions import PermissionDenied
     from django.template.response import TemplateResponse
     from django.utils.translation import gettext as _
 
-    if not request.user.has_perm("inventory.view_sku"):
-        raise PermissionDenied
     data = selectors.live_sale()
     context = {**admin.site.each_context(request), "title": _("Live sale"), "live": data}
     return TemplateResponse(request, "admin/dashboard.html", context)
 
 
+@staff_with(LIVE_PERMISSION)
 def dashboard_data(request):
-    """The live sale view's figures as JSON, polled by the page (staff only: the
-    project's urls wrap it in admin_view; plain reads, no row lock)."""
-    from django.core.exceptions import PermissionDenied
+    """The live sale view's figures as JSON, polled by the page (plain reads, no row lock)."""
     from django.http import JsonResponse
 
-    if not request.user.has_perm("inventory.view_sku"):
-        raise PermissionDenied
     return JsonResponse(selectors.live_sale())
 
 
-@staff_member_required
+@staff_with(REPORT_PERMISSION)
 def report(request):
     """The latest run and the history charts, inside the admin's frame (header,
     user links, dark mode); `?sku=` picks the SKU whose buckets are charted."""
@@ -51,7 +67,7 @@ def report(request):
         **admin.site.each_context(request), "title": _("Reconciliation: Redis gate vs MySQL book"), **context})
 
 
-@staff_member_required
+@staff_with(REPORT_PERMISSION)
 def run_detail(request, run_id: int):
     from django.contrib import admin
     from django.utils.translation import gettext as _
@@ -64,14 +80,17 @@ def run_detail(request, run_id: int):
 
 
 def metrics(request):
-    """Prometheus text format. A bearer token (SECKILL_METRICS_TOKEN) or a staff login."""
+    """Prometheus text format. A bearer token (SECKILL_METRICS_TOKEN) or a
+    staff login that may read the report; 403 otherwise (a scraper gets no
+    login page)."""
     token = settings.SECKILL_METRICS_TOKEN
     presented = request.META.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ").strip()
     # Bytes, not str: a header with non-ASCII characters is refused, not an error.
     allowed = (token and hmac.compare_digest(presented.encode("utf-8", "replace"), token.encode())) or (
-        request.user.is_authenticated and request.user.is_staff)
+        request.user.is_authenticated and request.user.is_staff and request.user.has_perm(REPORT_PERMISSION))
     if not allowed:
-        return HttpResponseForbidden("metrics: bearer token or staff login required\n")
+        return HttpResponseForbidden("metrics: bearer token or a staff login with the report's view permission "
+                                     "required\n")
     from core.metrics import exposition  # the purchase path's counters, summed over the web processes
 
     lines = selectors.metrics_lines()

@@ -97,26 +97,108 @@ def test_compose_refuses_to_start_without_secrets_and_is_valid_with_them():
     assert "127.0.0.1:8000:8000" in valid.stdout
 
 
-def test_seed_demo_refuses_default_passwords_outside_local_settings(live_db, monkeypatch):
-    import io
-
+def test_production_migrate_step_makes_the_admin_and_refuses_demo_data(live_db):
+    """The compose migrate step's commands under the production settings
+    themselves (against the test database): seed_demo is refused, ensure_admin
+    refuses a default password, then creates the admin once."""
+    from django.conf import settings
     from django.contrib.auth import get_user_model
-    from django.core.management import CommandError, call_command
-    from django.test import override_settings
 
     from conftest import unique
+    from inventory.models import Sku
 
+    db = settings.DATABASES["default"]
     name = unique("root")
-    monkeypatch.setenv("SECKILL_ADMIN_USER", name)
-    monkeypatch.delenv("SECKILL_ADMIN_PASSWORD", raising=False)
-    with override_settings(SECKILL_DEMO_USERS=False):
-        with pytest.raises(CommandError, match="SECKILL_ADMIN_PASSWORD"):
-            call_command("seed_demo", stdout=io.StringIO())
-        monkeypatch.setenv("SECKILL_ADMIN_PASSWORD", "admin")
-        with pytest.raises(CommandError):
-            call_command("seed_demo", stdout=io.StringIO())
-        monkeypatch.setenv("SECKILL_ADMIN_PASSWORD", "a-long-and-real-one-42")
-        out = io.StringIO()
-        call_command("seed_demo", stdout=out)
-    assert get_user_model().objects.get(username=name).check_password("a-long-and-real-one-42")
-    assert "a-long-and-real-one-42" not in out.getvalue() and "demo buyer token" not in out.getvalue()
+    env = {**PRODUCTION_ENV, "DJANGO_SECURE_SSL_REDIRECT": "false",
+           "DATABASE_URL": f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+           "REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/9"), "SECKILL_ADMIN_USER": name}
+    skus = Sku.objects.count()
+    refused = manage("seed_demo", env={**env, "SECKILL_ADMIN_PASSWORD": "a-long-and-real-one-42"})
+    assert refused.returncode != 0 and "ensure_admin" in refused.stderr, refused.stderr[-800:]
+    for weak in ("", "admin", "short-1", "PASSWORD"):
+        out = manage("ensure_admin", env={**env, "SECKILL_ADMIN_PASSWORD": weak})
+        assert out.returncode != 0 and "SECKILL_ADMIN_PASSWORD" in out.stderr, (weak, out.stderr[-800:])
+    assert not get_user_model().objects.filter(username=name).exists()
+    created = manage("ensure_admin", env={**env, "SECKILL_ADMIN_PASSWORD": "a-long-and-real-one-42"})
+    assert created.returncode == 0 and f"admin user {name} created" in created.stdout, created.stderr[-800:]
+    again = manage("ensure_admin", env={**env, "SECKILL_ADMIN_PASSWORD": "another-long-one-0042"})
+    assert again.returncode == 0 and "exists (password unchanged)" in again.stdout, again.stderr[-800:]
+    admin = get_user_model().objects.get(username=name)
+    # hashed by the production hasher, which the test settings do not load
+    from django.contrib.auth.hashers import PBKDF2PasswordHasher
+    assert admin.is_superuser and PBKDF2PasswordHasher().verify("a-long-and-real-one-42", admin.password)
+    assert "a-long-and-real-one-42" not in created.stdout + created.stderr  # no password in deployment logs
+    assert Sku.objects.count() == skus  # no demo SKU on sale
+
+
+# --- What the image leaves out, and which server images it runs next to ----------------
+
+def _docker_ignored(path: str, patterns: list[str]) -> bool:
+    """Docker's rule, enough for these patterns: a pattern matches the path or
+    one of its parent folders; `**` is any number of folders, `*` stays in one."""
+    import re
+
+    def regex(pattern: str) -> re.Pattern:
+        out = ""
+        for part in re.split(r"(\*\*/|\*\*|\*|\?)", pattern.strip("/")):
+            out += {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}.get(part, re.escape(part))
+        return re.compile(out + r"\Z")
+
+    ignored = False
+    parts = path.split("/")
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        rx = regex(pattern.removeprefix("!"))
+        if any(rx.match("/".join(parts[:n])) for n in range(1, len(parts) + 1)):
+            ignored = not negate
+    return ignored
+
+
+def test_the_build_context_leaves_out_secrets_and_local_state():
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    patterns = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    for path in (".env", ".env.production", "deploy/.env", ".venv/bin/python", "var/test-logs/web.log", ".git/HEAD",
+                 "inventory/__pycache__/models.cpython-311.pyc", "core/stray.pyc", "bench/out/run.json",
+                 "staticfiles/admin/css/base.css"):
+        assert _docker_ignored(path, patterns), path
+    for path in ("manage.py", "requirements.txt", "inventory/lua/reserve.lua", "templates/admin/dashboard.html",
+                 "locale/zh_Hans/LC_MESSAGES/django.po", "scripts/healthcheck.py"):
+        assert not _docker_ignored(path, patterns), path  # what the image needs stays
+
+
+# Oldest acceptable release of each series. Redis: 7.2.11 / 7.4.6 carry the
+# 2025 Lua-engine fixes (CVE-2025-49844 and the ones published with it); 7.0
+# and older are end of life. RabbitMQ: 4.x (3.x is out of support). MariaDB:
+# a long-term-support series.
+REDIS_MINIMUM = {(7, 2): (7, 2, 11), (7, 4): (7, 4, 6)}
+MARIADB_LTS = {(10, 11), (11, 4), (11, 8)}
+
+
+def _image(service: str) -> tuple[str, tuple[int, ...], str]:
+    import re
+
+    image = _compose()["services"][service]["image"]
+    name, _, tag = image.partition(":")
+    found = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)(-[a-z0-9.-]+)?", tag)
+    assert found, f"{image}: not pinned to a patch release (major.minor.patch)"
+    return name, tuple(int(found[i]) for i in (1, 2, 3)), found[4] or ""
+
+
+def test_compose_pins_supported_server_images():
+    name, version, _ = _image("redis")
+    assert name == "redis"
+    assert version[0] >= 8 or (version[:2] in REDIS_MINIMUM and version >= REDIS_MINIMUM[version[:2]]), version
+    name, version, variant = _image("rabbitmq")
+    assert name == "rabbitmq" and version >= (4, 1, 0), version
+    assert variant in ("", "-management", "-alpine", "-management-alpine"), variant
+    name, version, _ = _image("mysql")
+    assert name == "mariadb" and version[:2] in MARIADB_LTS, version
+    assert "latest" not in (ROOT / "docker-compose.yml").read_text().replace("seckill:latest", "")
+
+
+def test_compose_migrate_step_creates_the_admin_and_no_demo_skus():
+    compose = _compose()
+    command = " ".join(compose["services"]["migrate"]["command"])
+    assert "migrate --noinput" in command and "ensure_admin" in command
+    assert "seed_demo" not in command
+    assert compose["services"]["web"]["environment"]["SECKILL_TRUSTED_PROXIES"] == "${SECKILL_TRUSTED_PROXIES:-}"

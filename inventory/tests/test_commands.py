@@ -124,3 +124,33 @@ def test_reconcile_reports_progress_on_stderr_while_it_runs(live_db, monkeypatch
     assert done and done[1] == done[2] and int(done[2]) >= 2, err
     assert during and all(re.fullmatch(rf"\d+/{done[2]} SKUs", line) for line in during), err
     assert out.startswith("run ") and "SKUs" not in out  # stdout: the summary, as before
+
+
+# --- seed_demo: the local demo, refused elsewhere ---
+
+def test_seed_demo_under_local_settings_makes_the_demo_and_is_safe_twice(live_db, monkeypatch):
+    from django.contrib.auth import get_user_model
+
+    name = unique("root")
+    monkeypatch.setenv("SECKILL_ADMIN_USER", name)
+    monkeypatch.delenv("SECKILL_ADMIN_PASSWORD", raising=False)
+    first = run("seed_demo")
+    assert f"admin user: {name} / admin" in first and "demo buyer token: " in first
+    second = run("seed_demo")
+    assert f"admin user {name} exists" in second and "DEMO-PHONE exists" in second
+    assert get_user_model().objects.get(username=name).is_superuser
+    assert {"DEMO-PHONE", "DEMO-EARBUDS", "DEMO-WATCH"} <= set(Sku.objects.values_list("pk", flat=True))
+    assert redis_store.live_stock(sku_id="DEMO-EARBUDS") is not None
+
+
+def test_seed_demo_outside_local_settings_is_refused_and_creates_nothing(live_db, monkeypatch):
+    from django.contrib.auth import get_user_model
+
+    name = unique("root")
+    monkeypatch.setenv("SECKILL_ADMIN_USER", name)
+    monkeypatch.setenv("SECKILL_ADMIN_PASSWORD", "a-long-and-real-one-42")  # a good one: still refused
+    skus, users = Sku.objects.count(), get_user_model().objects.count()
+    with override_settings(SECKILL_DEMO_USERS=False):
+        with pytest.raises(CommandError, match="ensure_admin"):
+            run("seed_demo")
+    assert (Sku.objects.count(), get_user_model().objects.count()) == (skus, users)

@@ -127,3 +127,63 @@ def test_a_dead_webhook_is_logged_not_raised(settings, channels, live_db, caplog
     assert "not reached" in caplog.text
     alerts.alerts_send()  # at most once: a failed webhook is not retried
     assert len(mail.outbox) == 1
+
+
+class FailingHook:
+    """A webhook receiver that answers every POST with 500."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(500)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_port
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+SECRET_PARTS = ("hook-user", "hunter2pass", "T0SECRET", "B0SECRET", "xoxSECRET", "q5ecret")
+
+
+@pytest.mark.parametrize("how", ["refused", "http-500", "bad-scheme"])
+def test_a_failed_webhook_logs_neither_its_path_nor_its_credentials(settings, channels, live_db, caplog, how):
+    failing = FailingHook()
+    secret = "/services/T0SECRET/B0SECRET/xoxSECRET?token=q5ecret"
+    settings.SECKILL_ALERT_WEBHOOK = {
+        "refused": f"http://hook-user:hunter2pass@127.0.0.1:9{secret}",
+        "http-500": f"http://127.0.0.1:{failing.port}{secret}",  # urllib cannot send userinfo
+        "bad-scheme": f"hxxp://hook-user:hunter2pass@127.0.0.1{secret}",
+    }[how]
+    try:
+        letter = dead_letter_record(task_name="confirm", payload={"body": "x"}, reason="refused")
+        with caplog.at_level("INFO"):
+            alerts.alerts_send()
+    finally:
+        failing.close()
+    outcome = Alert.objects.get(dead_letter=letter).outcome
+    assert "webhook failed" in outcome
+    [line] = [r.getMessage() for r in caplog.records if "alert webhook" in r.getMessage()]
+    assert "not reached" in line and "127.0.0.1" in line  # which endpoint failed: its host
+    if how == "http-500":
+        assert "HTTP 500" in line
+    for part in SECRET_PARTS:
+        assert part not in caplog.text and part not in outcome, (part, line)
+
+
+def test_urls_are_redacted_to_scheme_host_and_port():
+    from core.reporting import credentials_hidden, url_redacted
+
+    assert url_redacted("https://u:p@hooks.example.com:8443/a/b?c=d#e") == "https://hooks.example.com:8443/…"
+    assert url_redacted("https://hooks.example.com") == "https://hooks.example.com"
+    assert url_redacted("not a url") == "<unparsable URL>"
+    assert credentials_hidden("amqp://seckill:pw@mq:5672// and redis://:pw2@cache:6379/0") == (
+        "amqp://***@mq:5672// and redis://***@cache:6379/0")

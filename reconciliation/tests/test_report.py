@@ -103,3 +103,54 @@ def get_user(username: str):
     from django.contrib.auth import get_user_model
 
     return get_user_model().objects.get(username=username)
+
+
+def _logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_report_and_metrics_need_the_reconciliation_view_permission(make_sku, live_db):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    make_sku(stock=3)
+    run = reconciliation_run(trigger="command", observe_gap_s=0.01)
+    pages = ["/reconciliation/", f"/reconciliation/runs/{run.pk}/"]
+    User = get_user_model()
+    bare = User.objects.create_user(username=unique("bare"), password="pw", is_staff=True)  # staff, no group
+    for url in pages:
+        anonymous = Client().get(url)
+        assert anonymous.status_code == 302 and "/admin/login/" in anonymous.url, url
+        assert _logged_in(bare).get(url).status_code == 403, url
+    assert _logged_in(bare).get("/reconciliation/metrics").status_code == 403
+
+    bare.user_permissions.add(Permission.objects.get(content_type__app_label="reconciliation",
+                                                     codename="view_reconciliationrun"))
+    granted = User.objects.get(pk=bare.pk)  # a fresh object: permissions are cached per instance
+    for url in pages:
+        assert _logged_in(granted).get(url).status_code == 200, url
+    metrics = _logged_in(granted).get("/reconciliation/metrics")
+    assert metrics.status_code == 200 and b"seckill_reconciliation_runs_total" in metrics.content
+    for group in ("support", "ops"):  # both admin groups read the report
+        member = User.objects.get(username=make_staff(group)[0])
+        assert all(_logged_in(member).get(url).status_code == 200 for url in pages), group
+        assert _logged_in(member).get("/reconciliation/metrics").status_code == 200, group
+    with override_settings(SECKILL_METRICS_TOKEN="s3cret"):  # the scraper's token needs no login
+        assert Client().get("/reconciliation/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
+
+
+def test_the_live_view_needs_the_stock_view_permission(make_sku, live_db):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Permission
+
+    make_sku(stock=3)
+    User = get_user_model()
+    bare = User.objects.create_user(username=unique("bare"), password="pw", is_staff=True)
+    for url in ("/admin/dashboard/", "/admin/dashboard/data.json"):
+        assert _logged_in(bare).get(url).status_code == 403, url
+    bare.user_permissions.add(Permission.objects.get(content_type__app_label="inventory", codename="view_sku"))
+    granted = User.objects.get(pk=bare.pk)
+    for url in ("/admin/dashboard/", "/admin/dashboard/data.json"):
+        assert _logged_in(granted).get(url).status_code == 200, url

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from accounts.services import AdminNotSuperuser, admin_ensure
 from inventory import selectors
 from inventory.services.skus import sku_create, stock_warm
 
@@ -17,37 +18,37 @@ DEMO_SKUS = (
     ("DEMO-EARBUDS", "Demo earbuds", 500, 2, "59.00", 0),
     ("DEMO-WATCH", "Demo watch, next week's drop", 50, 1, "299.00", 24 * 7),
 )
-WEAK_PASSWORDS = {"admin", "password", "ops", "support", "changeme", "seckill"}
 
 
 class Command(BaseCommand):
-    help = ("Demo SKUs and an admin user, with warmed stock; under local settings also the demo users "
-            "(ops/ops, support/support, a demo buyer). Safe to run twice.")
+    help = ("Local demo only: demo SKUs, an admin user (admin/admin unless SECKILL_ADMIN_USER / "
+            "SECKILL_ADMIN_PASSWORD say otherwise), the demo users (ops/ops, support/support, a demo buyer), "
+            "warmed stock. Safe to run twice. Refused outside local settings: a deployment creates its admin "
+            "with ensure_admin and its SKUs itself.")
 
     def handle(self, *args, **_opts):
+        if not settings.SECKILL_DEMO_USERS:
+            # Demo SKUs go on sale at once: in a deployment they would be sold to real buyers.
+            raise CommandError("seed_demo puts demo SKUs on sale and runs under local settings only; "
+                               "a deployment creates its admin user with `manage.py ensure_admin`")
         User = get_user_model()
-        demo = settings.SECKILL_DEMO_USERS
-        username = os.environ.get("SECKILL_ADMIN_USER", "admin")
-        password = os.environ.get("SECKILL_ADMIN_PASSWORD", "admin" if demo else "")
-        admin = User.objects.filter(username=username).first()
-        if admin is None:
-            if not demo and (len(password) < 12 or password.lower() in WEAK_PASSWORDS):
-                raise CommandError("outside local settings, SECKILL_ADMIN_PASSWORD must be set to a password of "
-                                   "12 or more characters (no default password here)")
-            User.objects.create_superuser(username=username, email="", password=password)
-            self.stdout.write(f"admin user: {username}" + (f" / {password}" if demo else ""))
-        else:
-            self.stdout.write(f"admin user {username} exists (password unchanged)")
+        username = os.environ.get("SECKILL_ADMIN_USER", "").strip() or "admin"
+        password = os.environ.get("SECKILL_ADMIN_PASSWORD", "admin")
+        try:
+            created = admin_ensure(username=username, password=password, defaults_allowed=True)
+        except AdminNotSuperuser as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"admin user: {username} / {password}" if created
+                          else f"admin user {username} exists (password unchanged)")
 
-        if demo:
-            for name in ("ops", "support"):
-                if not User.objects.filter(username=name).exists():
-                    user = User.objects.create_user(username=name, password=name, is_staff=True)
-                    user.groups.add(Group.objects.get(name=name))
-                    self.stdout.write(f"{name} user: {name} / {name} (group {name})")
-            buyer, _ = User.objects.get_or_create(username="demo-buyer")
-            token, _ = Token.objects.get_or_create(user=buyer)
-            self.stdout.write(f"demo buyer token: {token.key}")
+        for name in ("ops", "support"):
+            if not User.objects.filter(username=name).exists():
+                user = User.objects.create_user(username=name, password=name, is_staff=True)
+                user.groups.add(Group.objects.get(name=name))
+                self.stdout.write(f"{name} user: {name} / {name} (group {name})")
+        buyer, _ = User.objects.get_or_create(username="demo-buyer")
+        token, _ = Token.objects.get_or_create(user=buyer)
+        self.stdout.write(f"demo buyer token: {token.key}")
 
         now = timezone.now()
         for sku_id, name, stock, limit, price, hours in DEMO_SKUS:
