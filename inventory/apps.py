@@ -8,9 +8,13 @@ class InventoryConfig(AppConfig):
 
     def ready(self) -> None:
         from core.redis import on_new_instance
+        from seckill_site.beat import held_recorder_register
 
         from .permissions import ensure_groups
+        from .redis_store import beat_schedule_held
         from .services.skus import snapshots_distrust
 
         post_migrate.connect(ensure_groups, dispatch_uid="seckill-groups")
         on_new_instance(snapshots_distrust)
+        # celery beat records which sweeps it holds, for the health check's "beat".
+        held_recorder_register(beat_schedule_held)
