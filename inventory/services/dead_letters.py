@@ -2,24 +2,34 @@
 discard it with a reason. Either closes the letter for good (a conditional
 change of its status under its row lock), and who, when and why stay on it.
 
-Replaying a confirm must never sell a unit twice. A reservation becomes a dead
-letter after its confirm failed in MySQL, and its unit then went back to Redis
-(orders.services.confirm, `_decide_splitting`), which also marks it settled.
-So, reservation by reservation:
+Replaying a confirm must never sell a unit twice, and its outcome must not
+depend on when ops press the button. A confirm dead letter is a reservation
+the gate accepted and answered 202 for: the buyer holds a promise. Its
+confirm then failed in MySQL, so MySQL never took the unit, and its unit went
+back to Redis (orders.services.confirm, `_decide_splitting`), which also marks
+it settled for SECKILL_DONE_MARKER_SECONDS. Deciding by that marker made the
+same letter a refusal within the hour and an order after it. So the outcome is
+decided by MySQL's record and the stock, reservation by reservation:
 
 - MySQL already decided it (a sale log row: an order, a refusal, a release):
   nothing to do, the consumer would say the same.
 - Redis still holds it in flight (RabbitMQ dead-lettered the message): its unit
   is still taken; publish it again and the consumer decides.
-- Redis marks it settled: its unit is back on sale, and the consumer skips a
-  settled reservation. It cannot be honoured: a refused sale log row records
-  that, and also makes any later copy of the confirm a no-op (the consumer reads
-  a sale log row without an order as "released"), so the buyer orders again.
-- Redis knows nothing of it (markers expired, data lost): take its units in
-  Redis first (once, keyed by the letter and the order), as the gate does, then
-  publish; the consumer makes an order or a FAILED refusal. Not enough units
-  in Redis: the refused log row, as above. At worst Redis ends below MySQL for a
-  while (under-sell), which reconciliation repairs; never above it.
+- Otherwise, whether Redis still marks it settled or has forgotten it: its
+  unit is back on sale. Honour the promise when stock allows: take its units
+  through Redis again first (once, keyed by the letter and the order), as the
+  gate takes, drop the settled marker so the consumer does not skip it, and
+  publish; the consumer makes the order (or a FAILED refusal for the reasons
+  any confirm has). Not enough units left in Redis (sold to somebody else
+  meanwhile): a refused sale log row with that reason, which also makes any
+  later copy of the confirm a no-op (the consumer reads a sale log row without
+  an order as "released"), and the buyer orders again. At worst Redis ends
+  below MySQL for a while (a take the consumer then refuses), which
+  reconciliation repairs; never above it.
+
+The take's own marker (SECKILL_MARKER_LIFETIME_SECONDS, a day) only matters to
+a replay retried after its publish failed: it keeps the retry from taking the
+units twice.
 """
 from __future__ import annotations
 
@@ -64,7 +74,7 @@ class ReplayOutcome:
         if self.published:
             parts.append(f"confirm published again for {', '.join(self.published)}")
         if self.refused:
-            parts.append(f"refused (unit no longer held): {', '.join(self.refused)}")
+            parts.append(f"refused (its unit was sold meanwhile): {', '.join(self.refused)}")
         if self.decided_before:
             parts.append(f"already decided: {', '.join(self.decided_before)}")
         if self.gives:
@@ -163,25 +173,23 @@ def _replay_confirm(letter: DeadLetter, *, actor: str, out: ReplayOutcome) -> No
             continue
         if r.sku_id not in known_skus:
             raise DeadLetterNotReplayable(_("SKU %(sku)s no longer exists in MySQL.") % {"sku": r.sku_id})
-        if redis_store.is_settled(sku_id=r.sku_id, order_id=r.order_id):
-            why = "settled in Redis, its unit went back on sale"
-            (out.refused if _refuse(r, actor=actor, why=why) else out.decided_before).append(r.order_id)
-            continue
         if redis_store.inflight_find(candidates=[(r.sku_id, r.order_id)]):
             to_publish.append(r)  # its unit is still taken in Redis
             continue
+        # Settled in Redis or forgotten there: the same path, whatever the marker says.
         take = _take_id(letter, r.order_id)
         if not redis_store.is_applied(sku_id=r.sku_id, op_id=take):
-            live = redis_store.live_stock(sku_id=r.sku_id)
-            if live is None:
+            # Redis first, as the gate takes, and all or nothing in one script: a
+            # check-then-lower would let a sale in between leave Redis above MySQL.
+            after = redis_store.adjust_available(sku_id=r.sku_id, repair_id=take, delta=-r.quantity, whole=True)
+            if after is None and not redis_store.is_applied(sku_id=r.sku_id, op_id=take):
                 raise DeadLetterNotReplayable(
                     _("Redis has no snapshot of %(sku)s: warm it, then replay again.") % {"sku": r.sku_id})
-            if live.available < r.quantity:
-                why = f"sold out in Redis ({live.available} left, {r.quantity} needed)"
+            if after == redis_store.ADJUST_REFUSED:
+                why = f"sold out in Redis ({r.quantity} needed)"
                 (out.refused if _refuse(r, actor=actor, why=why) else out.decided_before).append(r.order_id)
                 continue
-            # Redis first, as the gate takes: a concurrent sale can only leave Redis lower.
-            redis_store.adjust_available(sku_id=r.sku_id, repair_id=take, delta=-r.quantity)
+        redis_store.settled_forget(sku_id=r.sku_id, order_id=r.order_id)
         to_publish.append(r)
     if to_publish:
         messages.publish_confirms(to_publish)

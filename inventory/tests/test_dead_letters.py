@@ -38,67 +38,63 @@ def sale_rows(order_id: str) -> list[tuple[str, str]]:
                 .values_list("status", "reason"))
 
 
-def test_a_settled_reservation_is_refused_and_logged_never_sold_twice(worker, make_sku, make_buyers):
+def set_aside(r, marker: str) -> DeadLetter:
+    """The dead letter of `r`, replayed while Redis still marks its unit given
+    back ("kept"), or after that marker's lifetime ("expired": its entry gone,
+    as the lifetime leaves it)."""
+    letter = confirm_dead_letter(r)
+    assert redis_store.is_settled(sku_id=r.sku_id, order_id=r.order_id)
+    if marker == "expired":
+        forget_settlement(r)
+    return letter
+
+
+@pytest.mark.parametrize("marker", ["kept", "expired"])
+def test_a_replay_takes_the_unit_again_and_makes_the_order_whenever_it_happens(worker, make_sku, make_buyers,
+                                                                                 marker):
     sku = make_sku(stock=5)
     (buyer, _), = make_buyers(1)
     r = reserve_direct(sku.sku_id, buyer.pk)
-    letter = confirm_dead_letter(r)
+    letter = set_aside(r, marker)
     assert redis_store.live_stock(sku_id=sku.sku_id).available == 5  # the unit is back on sale
 
     outcome = dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
-    assert outcome.refused == [r.order_id] and not outcome.published
-    [(status, reason)] = sale_rows(r.order_id)
-    assert status == InventoryLog.Status.FAIL and "dead letter replay" in reason
-    # A stray copy of the confirm changes nothing: the consumer reads the row as released.
-    publish(r)
+    assert outcome.published == [r.order_id] and not outcome.refused
+    confirmed(r.order_id)
     settled(sku.sku_id)
+    assert Order.objects.get(pk=r.order_id).status == Order.Status.PENDING_PAYMENT  # the promise kept
+    sku = assert_balanced(sku.sku_id)  # Redis took the unit first, MySQL second: 4 and 4
+    assert (sku.available_stock, sku.locked_stock) == (4, 1)
     letter.refresh_from_db()
     assert (letter.status, letter.resolved_by) == (DeadLetter.Status.REPLAYED, "admin:test")
     assert letter.resolved_at is not None and r.order_id in letter.resolution_note
-    assert not Order.objects.filter(pk=r.order_id).exists()
-    assert assert_balanced(sku.sku_id).available_stock == 5
 
     with pytest.raises(DeadLetterClosed):
         dead_letter_replay(dead_letter_id=letter.pk, actor="admin:other")
     letter.refresh_from_db()
     assert letter.resolved_by == "admin:test"
-
-
-def test_a_reservation_redis_forgot_is_taken_again_and_becomes_an_order(worker, make_sku, make_buyers):
-    sku = make_sku(stock=5)
-    (buyer, _), = make_buyers(1)
-    r = reserve_direct(sku.sku_id, buyer.pk)
-    letter = confirm_dead_letter(r)
-    forget_settlement(r)
-
-    outcome = dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
-    assert outcome.published == [r.order_id]
-    confirmed(r.order_id)
-    settled(sku.sku_id)
-    sku = assert_balanced(sku.sku_id)  # Redis took the unit first, MySQL second: 4 and 4
-    assert (sku.available_stock, sku.locked_stock) == (4, 1)
-
-    with pytest.raises(DeadLetterClosed):
-        dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
-    publish(r)  # and a copy of the message is the same order again
+    publish(r)  # and a copy of the message is the same order again: the unit is taken once
     settled(sku.sku_id)
     assert Order.objects.filter(user=buyer).count() == 1
     assert assert_balanced(sku.sku_id).available_stock == 4
 
 
-def test_a_unit_sold_to_someone_else_meanwhile_is_not_sold_again(worker, make_sku, make_buyers):
+@pytest.mark.parametrize("marker", ["kept", "expired"])
+def test_a_unit_sold_to_someone_else_meanwhile_is_a_logged_refusal_whenever_replayed(worker, make_sku,
+                                                                                       make_buyers, marker):
     sku = make_sku(stock=1)
     (first, _), (second, _) = make_buyers(2)
     r = reserve_direct(sku.sku_id, first.pk)
-    letter = confirm_dead_letter(r)
-    forget_settlement(r)
+    letter = set_aside(r, marker)
     other = reserve_direct(sku.sku_id, second.pk)  # the unit that came back, sold again
     publish(other)
     confirmed(other.order_id)
 
     outcome = dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
-    assert outcome.refused == [r.order_id]
-    assert sale_rows(r.order_id)[0][0] == InventoryLog.Status.FAIL
+    assert outcome.refused == [r.order_id] and not outcome.published
+    [(status, reason)] = sale_rows(r.order_id)
+    assert status == InventoryLog.Status.FAIL and "dead letter replay: sold out in Redis" in reason
+    # A stray copy of the confirm changes nothing: the consumer reads the row as released.
     publish(r)
     settled(sku.sku_id)
     assert not Order.objects.filter(pk=r.order_id, status=Order.Status.PENDING_PAYMENT).exists()

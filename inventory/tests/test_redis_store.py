@@ -254,3 +254,16 @@ def test_concurrent_reserves_never_oversell(sku_id):
     assert codes.count(Reserve.SOLD_OUT) == 150
     live = rs.live_stock(sku_id=sku_id)
     assert (live.available, live.inflight) == (0, 50)
+
+
+def test_a_whole_lowering_that_does_not_fit_changes_nothing(sku_id):
+    """A dead-letter replay takes a reservation's units again all or nothing:
+    clamping at zero (as a repair does) would take fewer units than the order
+    confirms in MySQL, and Redis would sell the difference twice."""
+    rs.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=2))
+    assert rs.adjust_available(sku_id=sku_id, repair_id="r1", delta=-3, whole=True) == rs.ADJUST_REFUSED
+    assert rs.live_stock(sku_id=sku_id).available == 2
+    assert not rs.is_applied(sku_id=sku_id, op_id="r1")  # refused: a later try is not blocked
+    assert rs.adjust_available(sku_id=sku_id, repair_id="r1", delta=-2, whole=True) == 0
+    assert rs.adjust_available(sku_id=sku_id, repair_id="r1", delta=-2, whole=True) is None  # once
+    assert rs.adjust_available(sku_id=sku_id, repair_id="r2", delta=-3) == 0  # a repair clamps
