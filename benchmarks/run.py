@@ -29,7 +29,6 @@ import os
 import random
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 

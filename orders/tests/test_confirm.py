@@ -2,8 +2,6 @@
 never executes a forged message."""
 from __future__ import annotations
 
-import json
-
 import pytest
 from django.conf import settings
 from kombu import Connection, Producer

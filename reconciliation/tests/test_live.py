@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from django.db import connection
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
