@@ -11,6 +11,7 @@ from pathlib import Path
 import dj_database_url
 
 from .env import env_bool, env_int, parse_rate
+from core.client import parse_trusted_proxies
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -74,6 +75,11 @@ AXES_FAILURE_LIMIT = env_int("SECKILL_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = env_int("SECKILL_LOGIN_COOLOFF_MINUTES", 15) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# Locked out per client (core.client), not per proxy.
+AXES_CLIENT_IP_CALLABLE = "core.client.request_client_address"
+# Proxies (addresses or CIDRs, comma-separated) whose X-Forwarded-For names the
+# client: for the unknown-token limit, the admin lockout and logs (core.client).
+SECKILL_TRUSTED_PROXIES = parse_trusted_proxies(os.environ.get("SECKILL_TRUSTED_PROXIES", ""))
 
 ROOT_URLCONF = "seckill_site.urls"
 WSGI_APPLICATION = "seckill_site.wsgi.application"
@@ -158,7 +164,10 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Seckill inventory API",
-    "DESCRIPTION": "Flash-sale orders and stock. Errors are {code, detail}.",
+    # /api/schema/ is rendered from the declarations (core.api), with this title;
+    # drf-spectacular serves the docs pages only.
+    "DESCRIPTION": "Flash-sale orders and stock. Errors are {code, detail} with the codes each answer lists; "
+                   "request bodies ignore properties they do not declare.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # Swagger UI and Redoc from the drf-spectacular-sidecar package: nothing
@@ -180,6 +189,16 @@ SECKILL_EXPIRY_SWEEP_SECONDS = env_int("SECKILL_EXPIRY_SWEEP_SECONDS", 5)
 SECKILL_OUTBOX_SWEEP_SECONDS = env_int("SECKILL_OUTBOX_SWEEP_SECONDS", 5)
 SECKILL_DEAD_LETTER_SWEEP_SECONDS = env_int("SECKILL_DEAD_LETTER_SWEEP_SECONDS", 30)
 SECKILL_RECONCILE_SECONDS = env_int("SECKILL_RECONCILE_SECONDS", 300)
+# Retention (README, "Bounded data"): rows nothing depends on are deleted once
+# older than this many days (fractions allowed), by a beat sweep this often;
+# the Redis keys of an ended SKU with nothing in flight or pending go this long
+# after its sale ended. A give that meets no snapshot is sent again after
+# base * 2^attempts seconds, at most the cap.
+SECKILL_RETENTION_DAYS = float(os.environ.get("SECKILL_RETENTION_DAYS") or 30)
+SECKILL_RETENTION_SWEEP_SECONDS = env_int("SECKILL_RETENTION_SWEEP_SECONDS", 3600)
+SECKILL_ENDED_REDIS_GRACE_SECONDS = env_int("SECKILL_ENDED_REDIS_GRACE_SECONDS", 86400)
+SECKILL_GIVE_RETRY_BASE_SECONDS = env_int("SECKILL_GIVE_RETRY_BASE_SECONDS", 60)
+SECKILL_GIVE_RETRY_CAP_SECONDS = env_int("SECKILL_GIVE_RETRY_CAP_SECONDS", 3600)
 # Bearer token a monitoring system presents to /reconciliation/metrics (else: staff login).
 SECKILL_METRICS_TOKEN = os.environ.get("SECKILL_METRICS_TOKEN", "")
 # Requests per process may skip the Redis gate for this long after it said
@@ -231,6 +250,17 @@ SECKILL_TOKEN_REVOKING_SECONDS = env_int("SECKILL_TOKEN_REVOKING_SECONDS", 10)
 # Largest API request body (413 too_large beyond it).
 SECKILL_MAX_BODY_BYTES = env_int("SECKILL_MAX_BODY_BYTES", 16384)
 SECKILL_BENCH_ENDPOINTS = env_bool("SECKILL_BENCH_ENDPOINTS", False)
+# Largest ops-console export (rows); beyond it the admin asks for a filter, so
+# one export cannot hold a web worker for minutes (README, "Export and import").
+SECKILL_EXPORT_MAX_ROWS = env_int("SECKILL_EXPORT_MAX_ROWS", 10000)
+# A control character in one cell (a SKU name from an import) would make a whole
+# XLSX export fail; openpyxl cannot store it, so it is written as U+FFFD.
+IMPORT_EXPORT_ESCAPE_ILLEGAL_CHARS_ON_EXPORT = True
+# The payment provider's webhook (POST payments/webhook) checks its signature
+# with this secret; while it is empty the webhook answers 404. The buyer's own
+# POST pay (local demo, tests, benchmark) is refused when SECKILL_BUYER_PAY=0.
+SECKILL_PAYMENT_WEBHOOK_SECRET = os.environ.get("SECKILL_PAYMENT_WEBHOOK_SECRET", "")
+SECKILL_BUYER_PAY = env_bool("SECKILL_BUYER_PAY", True)
 # Demo users (seed_demo) exist only where a settings module allows them.
 SECKILL_DEMO_USERS = False
 
@@ -248,6 +278,8 @@ EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.conso
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
 EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 5)
+# A 500's report to ADMINS lists the settings: hide URL credentials and webhooks there too.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "core.reporting.SecretsReporterFilter"
 
 LOGGING = {
     "version": 1,
