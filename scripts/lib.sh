@@ -1,6 +1,7 @@
 # Shared set-up for scripts/up and scripts/test. Sourced, not run.
 # Installs (Debian packages, as root) and starts MariaDB, Redis and RabbitMQ when
-# they are missing or stopped, then builds the virtualenv from requirements.txt.
+# they are missing or stopped, then builds the virtualenv from requirements.txt and
+# requirements-dev.txt (the lint).
 set -euo pipefail
 
 PROJECT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -85,12 +86,13 @@ ensure_venv() {
   ensure_build_deps
   local stamp="$VENV/.requirements.sha"
   local want
-  want="$(sha256sum "$PROJECT_DIR/requirements.txt" | cut -d' ' -f1)"
+  # one stamp for both files: an edit to either installs again
+  want="$(cat "$PROJECT_DIR/requirements.txt" "$PROJECT_DIR/requirements-dev.txt" | sha256sum | cut -d' ' -f1)"
   if [ ! -x "$PY" ]; then log "creating virtualenv $VENV"; python3 -m venv "$VENV"; fi
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     log "installing Python requirements"
     "$VENV/bin/pip" install -q --upgrade pip >/dev/null
-    "$VENV/bin/pip" install -q -r "$PROJECT_DIR/requirements.txt"
+    "$VENV/bin/pip" install -q -r "$PROJECT_DIR/requirements.txt" -r "$PROJECT_DIR/requirements-dev.txt"
     echo "$want" > "$stamp"
   fi
 }

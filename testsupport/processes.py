@@ -1,0 +1,186 @@
+"""The test database and the stores' clean start, and real worker and web processes
+(a Celery worker with the confirm consumer, a gunicorn) that see its committed rows."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from testsupport import ROOT, VENV_BIN, wait_until
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _clean_stores():
+    from django.conf import settings
+    from django_redis import get_redis_connection
+
+    get_redis_connection("default").flushdb()
+    from seckill_site.celery import app
+
+    with app.connection_for_write() as conn:
+        # The test queues are the tests' own: delete them, so they are declared
+        # again with exactly the arguments the code asks for.
+        for queue in (settings.CELERY_QUEUE, settings.SECKILL_CONFIRM_QUEUE, settings.CELERY_DEAD_LETTER_QUEUE):
+            try:
+                conn.channel().queue_delete(queue)
+            except Exception:  # not declared yet
+                pass
+    yield
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_test_environment, django_db_blocker):
+    """Always create the test database: the tests here use committed data
+    (`live_db`) instead of pytest-django's per-test markers, which would
+    otherwise leave the test database uncreated and the tests on the real one."""
+    from django.test.utils import setup_databases, teardown_databases
+
+    with django_db_blocker.unblock():
+        config = setup_databases(verbosity=0, interactive=False, aliases={"default"})
+    yield
+    with django_db_blocker.unblock():
+        teardown_databases(config, verbosity=0)
+
+
+@pytest.fixture
+def live_db(django_db_setup, django_db_blocker):
+    """Committed data, visible to the worker and web processes."""
+    with django_db_blocker.unblock():
+        yield
+
+
+@pytest.fixture(scope="session")
+def process_env(django_db_setup, django_db_blocker) -> dict[str, str]:
+    from django.conf import settings
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        name = connection.settings_dict["NAME"]
+    assert name.startswith("test_"), name
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="seckill_site.settings.test",
+        DATABASE_URL=f"mysql://root:@127.0.0.1:3306/{name}",
+        REDIS_URL=settings.REDIS_URL,
+        SECKILL_QUEUE=settings.CELERY_QUEUE,
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+class Proc:
+    def __init__(self, args: list[str], env: dict[str, str], log: Path):
+        self.args, self.env, self.log = args, env, log
+        self.popen: subprocess.Popen | None = None
+
+    def start(self) -> Proc:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.log, "ab")
+        from benchmarks.harness import die_with_parent
+
+        self.popen = subprocess.Popen(self.args, env=self.env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
+                                      start_new_session=True, preexec_fn=die_with_parent())
+        return self
+
+    def stop(self, sig: int = 15) -> None:
+        if self.popen and self.popen.poll() is None:
+            os.killpg(self.popen.pid, sig)
+            try:
+                self.popen.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, 9)
+                self.popen.wait()
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def restart(self) -> Proc:
+        """Stop (if running) and start again, waiting until it is ready."""
+        self.stop()
+        ready_before = self.log_text().count(" ready.")
+        self.start()
+        wait_until(lambda: self.log_text().count(" ready.") > ready_before or self.popen.poll() is not None,
+                   timeout=60, what="process ready again")
+        assert self.popen.poll() is None, self.log_text()[-3000:]
+        return self
+
+
+def start_worker(env: dict[str, str], *, concurrency: int = 2, name: str | None = None) -> Proc:
+    name = name or f"test-{uuid.uuid4().hex[:6]}"
+    log = ROOT / "var" / "test-logs" / f"worker-{name}.log"
+    if log.exists():
+        log.unlink()
+    proc = Proc(
+        [str(VENV_BIN / "celery"), "-A", "seckill_site", "worker", "-l", "info", "-n", f"{name}@%h",
+         "--concurrency", str(concurrency), "--without-mingle", "--without-gossip", "-Q", env["SECKILL_QUEUE"]],
+        env, log,
+    ).start()
+    wait_until(lambda: " ready." in proc.log_text() or proc.popen.poll() is not None, timeout=60,
+               what="celery worker ready")
+    assert proc.popen.poll() is None, proc.log_text()[-3000:]
+    wait_until(lambda: "confirm consumer" in proc.log_text() and " consuming " in proc.log_text(), timeout=30,
+               what="confirm consumer connected")
+    return proc
+
+
+_session_workers: list[Proc] = []
+
+
+@pytest.fixture(scope="session")
+def worker(process_env):
+    proc = start_worker(process_env, name="session")
+    _session_workers.append(proc)
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def no_worker():
+    """No worker runs during the test (one started by earlier tests is stopped,
+    then started again): the test plays the worker's part itself."""
+    stopped = [w for w in _session_workers if w.popen and w.popen.poll() is None]
+    for w in stopped:
+        w.stop()
+    yield
+    for w in stopped:
+        w.restart()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_web(process_env, *, name: str = "web", **extra: str) -> Proc:
+    """A real gunicorn on a free port (3 workers, throttling off), `extra`
+    added to its environment; returns once it listens (`.port`)."""
+    port = free_port()
+    env = dict(process_env, GUNICORN_BIND=f"127.0.0.1:{port}", WEB_CONCURRENCY="3", SECKILL_THROTTLE_RATE="0",
+               **extra)
+    proc = Proc([str(VENV_BIN / "gunicorn"), "seckill_site.wsgi:application"], env,
+                ROOT / "var" / "test-logs" / f"{name}.log").start()
+
+    def up() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    wait_until(up, timeout=30, what=f"gunicorn ({name}) listening")
+    proc.port = port
+    return proc
+
+
+@pytest.fixture(scope="session")
+def web(process_env):
+    # Throttling off here, as in the benchmark: some tests send one buyer's
+    # requests in bulk on purpose (accounts/tests prove the throttle).
+    proc = start_web(process_env)
+    yield proc
+    proc.stop()
