@@ -1,5 +1,5 @@
 """Retention of login records: django-axes' attempts and logs, and expired
-sessions (README, "Bounded data"). Deleted by primary key in chunks."""
+sessions (docs/architecture.md, "Bounded data"). Deleted by primary key in chunks."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta

@@ -23,6 +23,7 @@ tombstone of a committed deletion outlives.
 """
 from __future__ import annotations
 
+import enum
 import hashlib
 import time
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ from django.conf import settings
 
 from core.redis import Call, Scripts, redis, text
 
-_scripts = Scripts(Path(__file__).resolve().parent / "lua")
+# authorize.lua answers data (the record, the claim, a wait); the others answer a code.
+_scripts = Scripts(Path(__file__).resolve().parent / "lua", answers_data=("authorize",))
 AUTH_FAILURE_WINDOW_SECONDS = 60
 # A fill or refresh whose MySQL read began longer ago than this is discarded;
 # the tombstone a committed deletion leaves outlives it.
@@ -43,6 +45,30 @@ TOMBSTONE_MS = FILL_BUDGET_MS + 1000
 # lifetime is left.
 REFRESH_SHARE = 0.2
 REFUSED = "-"
+
+
+@_scripts.returns("key_claim")
+class KeyClaimed(enum.IntEnum):
+    TAKEN = 0   # a live claim holds the key (it follows the code)
+    OURS = 1
+
+
+@_scripts.returns("key_forget")
+class KeyForget(enum.IntEnum):
+    NOT_OURS = 0  # the key names another order, or nothing
+    DROPPED = 1
+
+
+@_scripts.returns("token_write")
+class TokenWrite(enum.IntEnum):
+    REFUSED = 0  # a store meeting a deletion's "-"
+    WRITTEN = 1
+
+
+@_scripts.returns("token_fill")
+class TokenFill(enum.IntEnum):
+    DISCARDED = 0
+    WRITTEN = 1
 
 
 @dataclass(frozen=True)
@@ -115,7 +141,7 @@ def key_claim_call(*, token: str, idempotency_key: str, quantity: int, order_id:
 
 def key_claim_result(raw) -> KeyClaim | None:
     """None when the claim is ours; else the live claim that holds the key."""
-    return None if int(raw[0]) == 1 else KeyClaim.parse(raw[1])
+    return None if KeyClaimed(int(raw[0])) is KeyClaimed.OURS else KeyClaim.parse(raw[1])
 
 
 def key_forget(*, token: str, idempotency_key: str, order_id: str) -> None:
@@ -131,7 +157,8 @@ def user_claims(*, token: str) -> list[KeyClaim]:
 
 def _write(token: str, blob: str, lifetime_ms: int, mode: str) -> bool:
     tk = token_keys(token)
-    return bool(_scripts.get("token_write")(keys=[tk.record, tk.claims, tk.rate], args=[blob, lifetime_ms, mode]))
+    raw = _scripts.get("token_write")(keys=[tk.record, tk.claims, tk.rate], args=[blob, lifetime_ms, mode])
+    return TokenWrite(int(raw)) is TokenWrite.WRITTEN
 
 
 def token_store(*, token: str, user_blob: str) -> None:
@@ -145,8 +172,9 @@ def token_fill(*, token: str, user_blob: str, since_ms: int) -> bool:
     after a miss, a refresh, or REFUSED for a token MySQL no longer has);
     False when it was discarded (see the module docstring)."""
     lifetime = TOMBSTONE_MS if user_blob == REFUSED else _ms("SECKILL_TOKEN_CACHE_SECONDS")
-    return bool(_scripts.get("token_fill")(keys=[token_keys(token).record],
-                                           args=[user_blob, since_ms, lifetime, FILL_BUDGET_MS]))
+    raw = _scripts.get("token_fill")(keys=[token_keys(token).record],
+                                     args=[user_blob, since_ms, lifetime, FILL_BUDGET_MS])
+    return TokenFill(int(raw)) is TokenFill.WRITTEN
 
 
 def token_revoking(*, token: str) -> None:

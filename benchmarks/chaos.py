@@ -86,18 +86,20 @@ class Context:
 
 
 def _inflight(sku_id: str) -> int:
-    from inventory import redis_store
+    from core.redis import RedisError
+    from inventory.redis import live as redis_live
 
     try:
-        live = redis_store.live_stock(sku_id=sku_id)
+        live = redis_live.live_stock(sku_id=sku_id)
         return live.inflight if live else 0
-    except redis_store.RedisError:
+    except RedisError:
         return 0
 
 
 # --- the faults -------------------------------------------------------------------------
-# Each lands mid-sale (after `before_sale` for worker-down) and returns once the
-# system is whole again (a killed process restarted, a server back).
+# Each lands mid-sale and returns once the system is whole again (a killed
+# process restarted, a server back); worker-down instead stops the worker before
+# the sale starts and starts it after.
 
 def worker_kill(ctx: Context) -> None:
     ctx.stack.worker.kill()
@@ -287,15 +289,16 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
         timeout_s=30)))
     load.start()
     # the faults land one right after the other, from about a quarter into the sale
-    from inventory import redis_store
+    from core.redis import RedisError
+    from inventory.redis import gate, live as redis_live
 
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
-            live = redis_store.live_stock(sku_id=sku_id)
+            live = redis_live.live_stock(sku_id=sku_id)
             if live and live.available <= stock * 3 // 4:
                 break
-        except redis_store.RedisError:
+        except RedisError:
             pass
         time.sleep(0.02)
     for name in names:
@@ -324,9 +327,9 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     def drained() -> bool:
         close_old_connections()
         try:
-            if redis_store.inflight_entries(sku_id=sku_id):
+            if gate.inflight_entries(sku_id=sku_id):
                 return False
-        except redis_store.RedisError:
+        except RedisError:
             return False
         return Order.objects.filter(pk__in=accepted).count() == len(accepted)
 
@@ -335,7 +338,7 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
         time.sleep(0.2)
     row.drain_s = time.monotonic() - last_fault
     for _ in range(2):
-        for attempt in range(20):
+        for _attempt in range(20):
             try:
                 reconciliation_run(trigger="command", observe_gap_s=0.2, sku_ids=[sku_id])
                 break

@@ -217,11 +217,11 @@ def start_beat(log: str = "bench-beat.log") -> Server:
 
 def wait_consuming(timeout: float = 60) -> None:
     """Until a confirm consumer reports itself alive."""
-    from inventory import redis_store
+    from inventory.redis import liveness
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if redis_store.consumers_alive(within_s=3):
+        if liveness.consumers_alive(within_s=3):
             return
         time.sleep(0.1)
     raise SystemExit("no confirm consumer came up; see var/*worker*.log")
@@ -312,7 +312,7 @@ class Balance:
 
 def balance(sku_id: str, stock: int, accepted: set[str]) -> Balance:
     """Every unit and order of a SKU in both stores."""
-    from inventory import redis_store
+    from inventory.redis import live as redis_live
     from inventory.models import Sku
     from orders.models import Order
 
@@ -320,7 +320,7 @@ def balance(sku_id: str, stock: int, accepted: set[str]) -> Balance:
 
     sku = Sku.objects.get(pk=sku_id)
     rows = dict(Order.objects.filter(sku_id=sku_id).values_list("order_id", "status"))
-    live = redis_store.live_stock(sku_id=sku_id)
+    live = redis_live.live_stock(sku_id=sku_id)
     kept = {oid for oid, st in rows.items() if st != "FAILED"}
     held = Order.objects.filter(sku_id=sku_id, status__in=["PENDING_PAYMENT", "PAID"]).aggregate(
         n=Sum("quantity"))["n"] or 0

@@ -136,7 +136,7 @@ def settle_life(sku_ids: list[str], timeout: float = 120) -> bool:
 
 
 def wait_quiet(sku_ids: list[str], timeout: float) -> bool:
-    from inventory import redis_store
+    from inventory.redis import gate
     from inventory.models import InventoryLog, OutboxMessage
     from orders.selectors import moves_pending
 
@@ -146,7 +146,7 @@ def wait_quiet(sku_ids: list[str], timeout: float) -> bool:
                 and not InventoryLog.objects.filter(sku_id__in=sku_ids, status="pending")
                 .exclude(operation="DECR").exists()
                 and not OutboxMessage.objects.filter(sku_id__in=sku_ids, sent_at__isnull=True).exists()
-                and not any(redis_store.inflight_entries(sku_id=s) for s in sku_ids)):
+                and not any(gate.inflight_entries(sku_id=s) for s in sku_ids)):
             return True
         time.sleep(0.1)
     return False
@@ -155,12 +155,12 @@ def wait_quiet(sku_ids: list[str], timeout: float) -> bool:
 def check_sku(sku_id: str, stock: int, accepted: set[str], *, gate: bool) -> dict:
     """Every unit and order of the SKU in both stores: the buckets add up and
     match the orders, Redis equals MySQL, no accepted order lost, none extra."""
-    from inventory import redis_store
+    from inventory.redis import live as redis_live
     from inventory.models import InventoryLog, Sku
     from orders.models import Order
 
     sku = Sku.objects.get(pk=sku_id)
-    live = redis_store.live_stock(sku_id=sku_id) if gate else None
+    live = redis_live.live_stock(sku_id=sku_id) if gate else None
     orders = Order.objects.filter(sku_id=sku_id).exclude(status=Order.Status.FAILED)
     ids = set(orders.values_list("order_id", flat=True))
     by = {s: orders.filter(status=s).count() for s in ("PENDING_PAYMENT", "PAID", "CANCELLED", "EXPIRED")}
@@ -208,7 +208,8 @@ def main() -> int:
     beat = harness.start_beat()
     web = harness.start_web(port, args.web_workers)
     floor = harness.Server([str(harness.BIN / "gunicorn"), "benchmarks.floor:application"],
-                           dict(os.environ, GUNICORN_BIND=f"{HOST}:{floor_port}", WEB_CONCURRENCY=str(args.web_workers)),
+                           dict(os.environ, GUNICORN_BIND=f"{HOST}:{floor_port}",
+                                WEB_CONCURRENCY=str(args.web_workers)),
                            "bench-floor.log")
     harness.wait_port(floor_port)
     summary: dict[str, float] = {}

@@ -35,7 +35,8 @@ def parse_trusted_proxies(raw: str) -> tuple:
         try:
             networks.append(ip_network(entry))
         except ValueError as exc:
-            raise ImproperlyConfigured(f"SECKILL_TRUSTED_PROXIES: {entry!r} is not an address or CIDR ({exc})") from None
+            raise ImproperlyConfigured(
+                f"SECKILL_TRUSTED_PROXIES: {entry!r} is not an address or CIDR ({exc})") from None
     return tuple(networks)
 
 

@@ -1,7 +1,7 @@
 """The Redis connection and the Lua script loader every app's Redis module uses.
 
 Each app keeps its key names and its scripts in one module of its own
-(inventory.redis_store, accounts.token_cache); what they share is here: the
+(inventory.redis.keys, accounts.token_cache); what they share is here: the
 connection (django-redis) and the loading of a folder of scripts, each prefixed
 with the shared Lua definitions (core/lua/_lib.lua, then the app's own
 _lib.lua), as redis-py Script objects loaded once.
@@ -129,11 +129,26 @@ class Scripts:
     """The scripts of one folder. `get(name)` is the Script for `<name>.lua`;
     its `.sha` is known without a round trip, so a hot path can pipeline it.
     The text names the database, so each database sharing a server meets its
-    own NOSCRIPT after a restart (and is checked)."""
+    own NOSCRIPT after a restart (and is checked).
 
-    def __init__(self, folder: Path):
+    Every script either answers data (`answers_data`: lists, counts) or has
+    its outcomes mirrored by an enum (`@scripts.returns(name)`): `codes` maps
+    each script to its enum, so a test holds the Lua and Python side by side."""
+
+    def __init__(self, folder: Path, *, answers_data: tuple[str, ...] = ()):
         self.folder = folder
+        self.answers_data = frozenset(answers_data)
+        self.codes: dict[str, type] = {}
         _folders.append(self)
+
+    def returns(self, name: str) -> Callable[[type], type]:
+        """Class decorator: this enum mirrors the return codes of `<name>.lua`."""
+        def register(cls: type) -> type:
+            if name in self.codes or name in self.answers_data:
+                raise ValueError(f"{name}.lua already has its answers declared")
+            self.codes[name] = cls
+            return cls
+        return register
 
     def load_all(self, client: Redis) -> None:
         for path in sorted(self.folder.glob("*.lua")):
@@ -141,7 +156,8 @@ class Scripts:
                 script = self.get(path.stem)
                 script.sha = client.script_load(script.script)
 
-    @lru_cache(maxsize=None)
+    # One Scripts per app for the process's life: the cache holding `self` leaks nothing.
+    @lru_cache(maxsize=None)  # noqa: B019
     def get(self, name: str) -> Script:
         client = redis()
         db = client.connection_pool.connection_kwargs.get("db", 0)

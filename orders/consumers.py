@@ -28,9 +28,11 @@ from django.db import close_old_connections
 from kombu import Connection, Consumer
 
 from core.retry import until_done
-from inventory import messages, redis_store
+from core.redis import RedisError
+from inventory import messages
+from inventory.redis import liveness, snapshots as redis_snapshots
 from inventory.services.gives import dead_letter_record
-from inventory.services.skus import stock_fence_pass
+from inventory.services.snapshots import stock_fence_pass
 from orders.services.confirm import reservations_confirm
 
 logger = logging.getLogger(__name__)
@@ -136,7 +138,7 @@ class ConfirmConsumer(threading.Thread):
         # Redis accepted): the fenced snapshots can be rebuilt exactly.
         # A store away is waited out as for the confirms (a dead MySQL connection
         # is replaced on the way); any other failure leaves the fence standing,
-        # and it is sent again (redis_store.FENCE_AGAIN_MS).
+        # and it is sent again (redis_snapshots.FENCE_AGAIN_MS).
         for sku_id, token in dict(fences).items():
             try:
                 until_done(lambda sku_id=sku_id, token=token: stock_fence_pass(sku_id=sku_id, token=token),
@@ -152,7 +154,7 @@ class ConfirmConsumer(threading.Thread):
             return
         self._last_fences = now
         try:
-            due = redis_store.fences_due()
+            due = redis_snapshots.fences_due()
             if due:
                 messages.publish_fences([(f.sku_id, f.token) for f in due])
                 logger.info("fences sent for %s", [f.sku_id for f in due])
@@ -166,8 +168,8 @@ class ConfirmConsumer(threading.Thread):
             return
         self._last_beat = now
         try:
-            redis_store.consumer_beat(identity=self.identity, consuming=self.consuming.is_set())
-        except redis_store.RedisError:
+            liveness.consumer_beat(identity=self.identity, consuming=self.consuming.is_set())
+        except RedisError:
             pass  # health will say Redis is down
 
 

@@ -3,7 +3,8 @@ check their input through these declarations and /api/schema/ is rendered
 from them."""
 from __future__ import annotations
 
-from core.api import AUTH_ANSWERS, PAGE, UNAVAILABLE, Answer, Operation, Param, Text, merge_answers, refusal, text_pattern
+from core.api import (AUTH_ANSWERS, PAGE, UNAVAILABLE, Answer, Operation, Param, Text, merge_answers, refusal,
+                      text_pattern)
 from core.errors import OrderNotFound, SkuNotFound
 from inventory.models import Sku
 

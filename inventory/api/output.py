@@ -8,6 +8,7 @@ from inventory.selectors import SkuView
 
 def sku_output(view: SkuView, *, staff: bool) -> dict:
     sku = view.sku
+    moment = serializers.DateTimeField().to_representation
     body = {
         "sku_id": sku.sku_id,
         "name": sku.name,
@@ -15,8 +16,8 @@ def sku_output(view: SkuView, *, staff: bool) -> dict:
         "available": view.available,
         "total": sku.total_stock,
         "per_user_limit": sku.per_user_limit,
-        "sale_starts_at": serializers.DateTimeField().to_representation(sku.sale_starts_at) if sku.sale_starts_at else None,
-        "sale_ends_at": serializers.DateTimeField().to_representation(sku.sale_ends_at) if sku.sale_ends_at else None,
+        "sale_starts_at": moment(sku.sale_starts_at) if sku.sale_starts_at else None,
+        "sale_ends_at": moment(sku.sale_ends_at) if sku.sale_ends_at else None,
         "status": sku.status,
         "sale_state": view.sale_state,
     }

@@ -13,7 +13,7 @@ from inventory import selectors
 from inventory.api.declarations import SKU_PATH
 from inventory.api.output import sku_output
 from inventory.models import Sku
-from inventory.services.skus import stock_warm
+from inventory.services.snapshots import stock_warm
 
 
 

@@ -6,5 +6,8 @@ Returns 1 released, 0 not ours (expired and taken, or gone).
 if #KEYS ~= 1 or #ARGV ~= 1 then
   return redis.error_reply('lock_release: expects 1 key and 1 arg')
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
 return 0

@@ -5,7 +5,7 @@ KEYS[6] due    KEYS[7] claims  KEYS[8] done      KEYS[9] released (marker zset)
 ARGV[1] order id  ARGV[2] lifetime of a released marker (ms)
 Returns 1 RELEASED: stock, buyer count and idempotency record given back;
         0 NOTHING: Redis does not hold it (never reserved, released before, or lost);
-        2 CLAIMED: a confirm consumer holds it, so the order goes on;
+        2 HELD: a confirm consumer holds it (claim.lua), so the order goes on;
         3 DONE: it is already confirmed in MySQL.
 ]]
 if #KEYS ~= 9 or #ARGV ~= 2 then

@@ -12,7 +12,8 @@ from django.db import OperationalError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from inventory import messages, redis_store
+from inventory import messages
+from inventory.redis import gate, keys as redis_keys
 from inventory.models import GIVE_OPERATIONS, DeadLetter, InventoryLog, OutboxMessage
 from inventory.services.locks import skus_lock
 
@@ -143,7 +144,7 @@ class GiveDeferred(Exception):
 
 
 def stock_give_apply(*, sku_id: str, op_id: str, quantity: int, user_id: int | None,
-                     total_delta: int = 0, frozen_delta: int = 0, wait_s: float = 5.0) -> redis_store.Give:
+                     total_delta: int = 0, frozen_delta: int = 0, wait_s: float = 5.0) -> redis_keys.Give:
     """The Redis half of a give, then its log row becomes success. Idempotent.
 
     A copy of a give already marked success is dropped here (the snapshot of a
@@ -153,15 +154,15 @@ def stock_give_apply(*, sku_id: str, op_id: str, quantity: int, user_id: int | N
     done = InventoryLog.objects.filter(op_id=op_id, operation__in=GIVE_OPERATIONS,
                                        status=InventoryLog.Status.SUCCESS).exists()
     if done:
-        return redis_store.Give.ALREADY
+        return redis_keys.Give.ALREADY
     deadline = time.monotonic() + wait_s
     while True:
-        outcome = redis_store.give(sku_id=sku_id, op_id=op_id, quantity=quantity, user_id=user_id,
-                                   total_delta=total_delta, frozen_delta=frozen_delta)
-        if outcome is not redis_store.Give.NOT_WARM:
+        outcome = gate.give(sku_id=sku_id, op_id=op_id, quantity=quantity, user_id=user_id,
+                            total_delta=total_delta, frozen_delta=frozen_delta)
+        if outcome is not redis_keys.Give.NOT_WARM:
             break
         if gives_settle_retired(sku_ids=[sku_id], op_ids=[op_id]):
-            return redis_store.Give.APPLIED
+            return redis_keys.Give.APPLIED
         if time.monotonic() >= deadline:
             raise GiveDeferred(f"no snapshot of {sku_id} for give {op_id}")
         time.sleep(0.2)
@@ -187,14 +188,14 @@ def stock_gives_apply(*, gives: Sequence[dict], wait_s: float = 5.0) -> dict[str
     while waiting:
         later = []
         for g in waiting:
-            outcome = redis_store.give(sku_id=g["sku_id"], op_id=g["op_id"], quantity=int(g["quantity"]),
-                                       user_id=g.get("user_id"), total_delta=int(g.get("total_delta", 0)),
-                                       frozen_delta=int(g.get("frozen_delta", 0)))
-            if outcome is redis_store.Give.NOT_WARM:
+            outcome = gate.give(sku_id=g["sku_id"], op_id=g["op_id"], quantity=int(g["quantity"]),
+                                user_id=g.get("user_id"), total_delta=int(g.get("total_delta", 0)),
+                                frozen_delta=int(g.get("frozen_delta", 0)))
+            if outcome is redis_keys.Give.NOT_WARM:
                 later.append(g)
             else:
                 finished.append(g["op_id"])
-                counts["applied" if outcome is redis_store.Give.APPLIED else "already"] += 1
+                counts["applied" if outcome is redis_keys.Give.APPLIED else "already"] += 1
         if later and first:
             settled = gives_settle_retired(sku_ids=[g["sku_id"] for g in later], op_ids=[g["op_id"] for g in later])
             counts["retired"] = len(settled)

@@ -1,5 +1,5 @@
 """Retention of inventory's own state: old rows nothing depends on, and the
-Redis keys of SKUs whose sale ended (README, "Bounded data").
+Redis keys of SKUs whose sale ended (docs/architecture.md, "Bounded data").
 
 Kept for good: SKU rows and the inventory log (every stock operation, release
 records and freeze intents included): they are the audit trail. Deleted once
@@ -18,10 +18,12 @@ from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
-from inventory import redis_store, selectors
+from core.redis import RedisError
+from inventory import selectors
+from inventory.redis import keys as redis_keys, snapshots as redis_snapshots
 from inventory.models import GIVE_OPERATIONS, DeadLetter, InventoryLog, OutboxMessage, Sku
 from inventory.services.locks import skus_lock
-from inventory.services.skus import sku_registry_rebuild
+from inventory.services.registry import sku_registry_rebuild
 
 logger = logging.getLogger(__name__)
 
@@ -112,23 +114,23 @@ def sku_retire(*, sku_id: str, grace_s: float) -> str:
         return "not loaded"
     if selectors.pending_gives(sku_id=sku_id) or selectors.pending_freezes(sku_id=sku_id):
         return "gives or freezes pending"
-    token = redis_store.warm_lock_acquire(sku_id=sku_id)
+    token = redis_snapshots.warm_lock_acquire(sku_id=sku_id)
     if token is None:
         return "a warm-up is running"
     try:
-        outcome = redis_store.snapshot_drop_ended(sku_id=sku_id, epoch=sku.redis_epoch, lock_token=token,
-                                                  grace_ms=int(grace_s * 1000))
-        if outcome is not redis_store.Drop.DROPPED:
+        outcome = redis_snapshots.snapshot_drop_ended(sku_id=sku_id, epoch=sku.redis_epoch, lock_token=token,
+                                                      grace_ms=int(grace_s * 1000))
+        if outcome is not redis_keys.Drop.DROPPED:
             return outcome.name.lower()
         with transaction.atomic():
             skus_lock(sku_ids=[sku_id])
             marked = Sku.objects.filter(pk=sku_id, redis_epoch=sku.redis_epoch, redis_dropped_at__isnull=True
                                         ).update(redis_dropped_at=timezone.now())
     finally:
-        redis_store.warm_lock_release(sku_id=sku_id, token=token)
+        redis_snapshots.warm_lock_release(sku_id=sku_id, token=token)
     if not marked:  # a load ran after all (the lock lapsed): it is a normal SKU again
         return "loaded meanwhile"
-    redis_store.clear_missing(sku_id=sku_id)
+    redis_snapshots.clear_missing(sku_id=sku_id)
     return "dropped"
 
 
@@ -140,7 +142,7 @@ def skus_retire(*, grace_s: float | None = None, cap: int = RETIRE_CAP) -> Retir
     for sku_id in selectors.sku_ids_retirable(grace_s=grace, limit=cap):
         try:
             why = sku_retire(sku_id=sku_id, grace_s=grace)
-        except redis_store.RedisError as exc:
+        except RedisError as exc:
             why = f"redis: {exc.__class__.__name__}"
         if why == "dropped":
             dropped.append(sku_id)

@@ -1,45 +1,27 @@
-"""SKUs and their Redis snapshots: create, edit sale data, warm, rebuild."""
+"""SKUs: create, edit sale data, bulk import. Their Redis snapshots (warm,
+fence, rebuild) are `snapshots`; the registry of their ids is `registry`."""
 from __future__ import annotations
 
-import enum
 import logging
-import time
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Callable
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from inventory import redis_store, selectors
-from core.errors import SkuNotFound, StockActionRefused
+from core.errors import SkuNotFound
+from core.redis import RedisError
+from inventory import selectors
 from inventory.models import InventoryLog, Sku
+from inventory.redis import gate, snapshots as redis_snapshots
 from inventory.services.locks import skus_lock
+from inventory.services.snapshots import stock_warm
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Holdings:
-    """What the orders of a SKU hold, for its snapshot: units per buyer (the
-    per-user limit) and the idempotency records still within their lifetime."""
-
-    buyers: dict[int, int] = field(default_factory=dict)
-    idempotency: dict[str, tuple[str, int]] = field(default_factory=dict)
-
-
-HoldingsSource = Callable[[str], Holdings]
-_holdings_source: HoldingsSource = lambda sku_id: Holdings()  # noqa: E731  (replaced by orders)
-
-
-def holdings_source_register(source: HoldingsSource) -> None:
-    """Orders (above inventory) tells inventory how to read what orders hold."""
-    global _holdings_source
-    _holdings_source = source
 
 
 def sku_create(
@@ -58,8 +40,8 @@ def sku_create(
     snapshot once the row is committed (callers may hold a transaction)."""
     now = timezone.now()
     try:  # before the row exists: a request between commit and warm-up must find it
-        redis_store.sku_registry_add(sku_id=sku_id)
-    except redis_store.RedisError:
+        redis_snapshots.sku_registry_add(sku_id=sku_id)
+    except RedisError:
         pass  # the registry is read again from MySQL within a minute
     with transaction.atomic():
         sku = Sku.objects.create(
@@ -74,9 +56,9 @@ def sku_create(
             )
         # Registered again once committed: the registry's rebuild keeps an id
         # added recently, counted from here (a create that rolled back is
-        # forgotten by the first rebuild after that, redis_store.sku_registry_fill).
-        transaction.on_commit(lambda: (redis_store.sku_registry_add(sku_id=sku_id),
-                                       redis_store.clear_missing(sku_id=sku_id), stock_warm(sku_id=sku_id)))
+        # forgotten by the first rebuild after that, redis_snapshots.sku_registry_fill).
+        transaction.on_commit(lambda: (redis_snapshots.sku_registry_add(sku_id=sku_id),
+                                       redis_snapshots.clear_missing(sku_id=sku_id), stock_warm(sku_id=sku_id)))
     return sku
 
 
@@ -108,204 +90,13 @@ def sku_update(*, sku_id: str, actor: str, **changes) -> Sku:
 def sku_sale_data_push(*, sku: Sku) -> None:
     """Send a SKU's sale data to Redis (newest version wins there)."""
     try:
-        redis_store.meta_update(
+        gate.meta_update(
             sku_id=sku.sku_id, per_user_limit=sku.per_user_limit, starts_ms=selectors.epoch_ms(sku.sale_starts_at),
             ends_ms=selectors.epoch_ms(sku.sale_ends_at), status=sku.status, version=sku.version)
-    except redis_store.RedisError as exc:
+    except RedisError as exc:
         # Redis keeps the older sale data until reconciliation pushes it again;
         # meanwhile the confirm refuses what a paused or ended SKU accepted.
         logger.warning("sale data of %s not pushed to Redis: %r", sku.sku_id, exc)
-
-
-class Warm(enum.Enum):
-    """Where a SKU's Redis snapshot stands after `stock_warm`."""
-
-    READY = "ready"      # in Redis (there already, or loaded now)
-    FENCED = "fenced"    # lost; its rebuild waits behind the confirm queue (nothing may be taken)
-    UNKNOWN = "unknown"  # MySQL has no such SKU
-    RETIRED = "retired"  # ended; retention dropped its keys and MySQL holds all of it (nothing loaded)
-
-
-WARM_WAIT_S = 3.0
-
-
-def fence_delay_ms() -> int:
-    """How long after a loss is noticed its fence may be sent: by then every
-    request that reserved in the lost Redis has had its publish confirmed (its
-    message is in the queue ahead of the fence) or has given up and undone
-    its reservation (answered 503, recorded as released)."""
-    return redis_store.decision_window_ms()
-
-
-def sku_open(*, sku: Sku) -> bool:
-    """Can the SKU sell now or later, as MySQL has it (active, window not over)?"""
-    return sku.status == Sku.Status.ACTIVE and (sku.sale_ends_at is None or timezone.now() < sku.sale_ends_at)
-
-
-def stock_warm(*, sku_id: str, load_retired: bool = False) -> Warm:
-    """Make sure Redis has the SKU's snapshot, as far as that can be done now.
-
-    A SKU Redis never held (MySQL's epoch 0) is loaded at once. One that Redis
-    held and lost is not: MySQL does not yet have the reservations the lost
-    Redis accepted that are still in the broker, so a snapshot read now would
-    sell their units again. It is fenced instead (the gate answers 503), and
-    the confirm consumer loads it when the fence reaches it (`stock_fence_pass`).
-    A SKU whose keys retention dropped (`Sku.redis_dropped_at`) lost nothing:
-    it is loaded at once if it is open for sale again (ops re-opened it) or
-    `load_retired` asks for it (an ops move), and left out of Redis otherwise
-    (RETIRED: readers show MySQL's figures, exact since nothing is in flight).
-    Loads run under a short lock so two processes never load twice; a load
-    refuses to overwrite a snapshot that appeared meanwhile. A caller that
-    meets the lock waits for what its holder decides (or for the lock).
-    """
-    deadline = time.monotonic() + WARM_WAIT_S
-    while True:
-        if redis_store.snapshot_exists(sku_id=sku_id):
-            return Warm.READY
-        if not sku_known(sku_id=sku_id):
-            return Warm.UNKNOWN
-        if redis_store.fence_token(sku_id=sku_id) is not None:
-            return Warm.FENCED
-        token = redis_store.warm_lock_acquire(sku_id=sku_id)
-        if token is not None:
-            try:
-                return _warm_locked(sku_id, load_retired=load_retired)
-            finally:
-                redis_store.warm_lock_release(sku_id=sku_id, token=token)
-        if time.monotonic() >= deadline:
-            return Warm.FENCED if selectors.sku_get(sku_id=sku_id) is not None else Warm.UNKNOWN
-        time.sleep(0.02)
-
-
-def _warm_locked(sku_id: str, *, load_retired: bool) -> Warm:
-    """stock_warm's decision, under the warm lock."""
-    if redis_store.snapshot_exists(sku_id=sku_id):
-        return Warm.READY
-    with transaction.atomic():
-        sku = skus_lock(sku_ids=[sku_id]).get(sku_id)
-        retired = sku is not None and sku.redis_dropped_at is not None
-        if retired and not (load_retired or sku_open(sku=sku)):
-            return Warm.RETIRED
-        fence = sku is not None and sku.redis_epoch > 0 and not retired
-        snapshot = None if sku is None or fence else _snapshot_next(sku)
-    if sku is None:
-        redis_store.mark_missing(sku_id=sku_id)
-        return Warm.UNKNOWN
-    if fence:
-        raised = redis_store.fence_raise(sku_id=sku_id, delay_ms=fence_delay_ms())
-        if raised is not None:
-            logger.warning("snapshot of %s lost; rebuild fenced behind the confirm queue (%s)",
-                           sku_id, raised.token)
-            return Warm.FENCED
-        return Warm.READY
-    if redis_store.snapshot_load(sku_id=sku_id, snapshot=snapshot) is redis_store.Load.LOADED:
-        logger.info("warmed %s: available=%s epoch=%s%s", sku_id, snapshot.available, snapshot.epoch,
-                    " (its keys had been dropped by retention)" if retired else "")
-    return Warm.READY
-
-
-def _snapshot_next(sku: Sku) -> redis_store.Snapshot:
-    """The snapshot of the next load, read with the SKU row locked (so no give or
-    freeze commits between the reads); the load's epoch is recorded first."""
-    # A load also ends a retention drop's mark: from here a missing snapshot is a loss again.
-    Sku.objects.filter(pk=sku.sku_id).update(redis_epoch=F("redis_epoch") + 1, redis_dropped_at=None)
-    epoch = sku.redis_epoch + 1
-    return selectors.sku_snapshot(sku=sku, holdings=_holdings_source(sku.sku_id), epoch=epoch)
-
-
-def _load_next(sku_id: str, *, fence: str = "") -> tuple[redis_store.Load, redis_store.Snapshot]:
-    """Read the next snapshot from MySQL and load it (callers hold the warm lock)."""
-    with transaction.atomic():
-        snapshot = _snapshot_next(skus_lock(sku_ids=[sku_id])[sku_id])
-    return redis_store.snapshot_load(sku_id=sku_id, snapshot=snapshot, fence=fence), snapshot
-
-
-def snapshots_distrust() -> None:
-    """Redis is a new instance (core.redis.instance_check): what it holds may be
-    older than what was lost (restored from a file, a replica that lagged), so
-    every SKU it has data of is dropped and fenced, and rebuilt exactly behind
-    the confirm queue like a SKU Redis lost outright."""
-    fences = redis_store.snapshots_fence_all(delay_ms=fence_delay_ms())
-    if fences:
-        logger.warning("new Redis instance held %d SKU snapshot(s); all fenced for an exact rebuild: %s",
-                       len(fences), [f.sku_id for f in fences[:20]])
-
-
-def stock_fence_pass(*, sku_id: str, token: str) -> bool:
-    """The confirm consumer reached this SKU's fence: every reservation that
-    was ahead of it in the queue is in MySQL, so a snapshot read now is exact.
-    Load it, if that fence still stands (a copy of a passed fence, or the fence
-    of an earlier loss, changes nothing). Returns True if loaded."""
-    if redis_store.fence_token(sku_id=sku_id) != token:
-        return False
-    lock = None
-    deadline = time.monotonic() + WARM_WAIT_S
-    while lock is None and time.monotonic() < deadline:
-        lock = redis_store.warm_lock_acquire(sku_id=sku_id)
-        if lock is None:
-            time.sleep(0.02)
-    if lock is None:
-        return False  # the fence is sent again (redis_store.FENCE_AGAIN_MS)
-    try:
-        if redis_store.fence_token(sku_id=sku_id) != token or redis_store.snapshot_exists(sku_id=sku_id):
-            return False
-        loaded, snapshot = _load_next(sku_id, fence=token)
-        if loaded is not redis_store.Load.LOADED:
-            return False
-    finally:
-        redis_store.warm_lock_release(sku_id=sku_id, token=lock)
-    redis_store.fence_forget(sku_id=sku_id)
-    logger.warning("snapshot of %s rebuilt behind its fence: available=%s epoch=%s", sku_id, snapshot.available,
-                   snapshot.epoch)
-    return True
-
-
-def sku_known(*, sku_id: str) -> bool:
-    """Does MySQL have this SKU? Answered from Redis's registry of SKU ids, read
-    again from MySQL (all ids, one query) when it is not known to be complete,
-    so requests for made-up SKU ids cost MySQL nothing."""
-    known = redis_store.sku_registry_check(sku_id=sku_id)
-    if known is None:
-        sku_registry_rebuild()
-        known = redis_store.sku_registry_check(sku_id=sku_id)
-    return bool(known)
-
-
-def sku_registry_rebuild(*, recent_s: float | None = None) -> int:
-    """The registry becomes the SKU ids MySQL has (ids of creates that rolled
-    back, or of SKUs gone, leave it), keeping ids registered within `recent_s`
-    (default: redis_store.SKU_REGISTRY_RECENT_MS), whose rows may not have been
-    committed when MySQL was read. Returns its size."""
-    ids = list(Sku.objects.values_list("sku_id", flat=True))
-    recent_ms = redis_store.SKU_REGISTRY_RECENT_MS if recent_s is None else int(recent_s * 1000)
-    return redis_store.sku_registry_fill(sku_ids=ids, recent_ms=recent_ms)
-
-
-def snapshot_rebuild(*, sku_id: str, actor: str) -> None:
-    """Reload the Redis snapshot from MySQL; refused while reservations are in
-    flight. With nothing in flight MySQL has every reservation, so the reload
-    needs no fence: it runs at once, under the warm lock."""
-    if selectors.sku_get(sku_id=sku_id) is None:
-        raise SkuNotFound(sku_id=sku_id)
-    token = redis_store.warm_lock_acquire(sku_id=sku_id)
-    if token is None:
-        raise StockActionRefused("A warm-up of this SKU is running; try again.")
-    try:
-        lost = not redis_store.snapshot_exists(sku_id=sku_id)
-        if not lost:
-            if not redis_store.snapshot_drop_if_idle(sku_id=sku_id):
-                raise StockActionRefused("Reservations are in flight; rebuild refused (try after the confirms).")
-            _load_next(sku_id)
-    finally:
-        redis_store.warm_lock_release(sku_id=sku_id, token=token)
-    if lost:
-        # Redis lost it: what the lost Redis accepted may still be in the broker.
-        if stock_warm(sku_id=sku_id, load_retired=True) is Warm.FENCED:
-            raise StockActionRefused(_("Redis lost this SKU; its rebuild waits for the confirm queue and "
-                                       "happens by itself within seconds."))
-        return
-    logger.warning("snapshot of %s rebuilt by %s", sku_id, actor)
-
 
 # --- bulk import ---------------------------------------------------------------
 
@@ -430,7 +221,7 @@ def skus_import(*, specs: dict[int, SkuSpec], actor: str) -> list[Sku]:
     index = None
     try:
         with transaction.atomic(durable=True):
-            for index, spec in specs.items():
+            for index, spec in specs.items():  # noqa: B007 (index names the failing row below)
                 created.append(sku_create(
                     sku_id=spec.sku_id, stock=spec.stock, name=spec.name, per_user_limit=spec.per_user_limit,
                     price=spec.price, starts_at=spec.starts_at, ends_at=spec.ends_at, status=spec.status,
@@ -442,7 +233,7 @@ def skus_import(*, specs: dict[int, SkuSpec], actor: str) -> list[Sku]:
         raise SkuImportRefused({index: {"sku_id": [
             _("SKU %(sku_id)s is already taken (the database compares SKU ids without letter case and "
               "accents).") % {"sku_id": specs[index].sku_id}]}}) from None
-    except redis_store.RedisError as exc:
+    except RedisError as exc:
         # Only a warm-up run by on_commit talks to Redis unguarded, so the rows
         # are committed; the hooks after the failing one did not run. Warm what
         # can be warmed below; the rest loads on first use (stock_warm).
@@ -451,6 +242,6 @@ def skus_import(*, specs: dict[int, SkuSpec], actor: str) -> list[Sku]:
     for sku in created:
         try:
             stock_warm(sku_id=sku.sku_id)  # a no-op where the snapshot is there
-        except redis_store.RedisError as exc:
+        except RedisError as exc:
             logger.warning("snapshot of imported %s not warmed: %r", sku.sku_id, exc)
     return created

@@ -10,7 +10,8 @@ from rest_framework.authtoken.models import Token
 
 from accounts.services import AdminNotSuperuser, admin_ensure
 from inventory import selectors
-from inventory.services.skus import sku_create, stock_warm
+from inventory.services.skus import sku_create
+from inventory.services.snapshots import stock_warm
 
 DEMO_SKUS = (
     # sku_id, name, stock, per-user limit, price, starts in (hours)

@@ -2,8 +2,9 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from inventory import redis_store, selectors
-from inventory.services.skus import Warm, stock_warm
+from inventory import selectors
+from inventory.redis import live as redis_live, snapshots as redis_snapshots
+from inventory.services.snapshots import Warm, stock_warm
 
 
 class Command(BaseCommand):
@@ -25,7 +26,7 @@ class Command(BaseCommand):
             if time.monotonic() - shown >= 1:
                 shown = time.monotonic()
                 self.stderr.write(f"{done}/{len(ids)} SKUs", style_func=str)
-            was_there = redis_store.snapshot_exists(sku_id=sku_id)
+            was_there = redis_snapshots.snapshot_exists(sku_id=sku_id)
             warm = stock_warm(sku_id=sku_id)
             if warm is Warm.UNKNOWN:
                 missing.append(sku_id)
@@ -39,7 +40,7 @@ class Command(BaseCommand):
         self.stderr.write(f"{len(ids)}/{len(ids)} SKUs", style_func=str)
         deadline = time.monotonic() + wait
         while fenced:
-            ready = [s for s in fenced if redis_store.snapshot_exists(sku_id=s)]
+            ready = [s for s in fenced if redis_snapshots.snapshot_exists(sku_id=s)]
             for sku_id in ready:
                 self._say(sku_id, "rebuilt behind the confirm queue")
             fenced = [s for s in fenced if s not in ready]
@@ -52,5 +53,5 @@ class Command(BaseCommand):
             raise CommandError(f"unknown SKU(s): {', '.join(missing)}")
 
     def _say(self, sku_id: str, state: str) -> None:
-        live = redis_store.live_stock(sku_id=sku_id)
+        live = redis_live.live_stock(sku_id=sku_id)
         self.stdout.write(f"{sku_id}: {state}, available={live.available if live else '?'}")

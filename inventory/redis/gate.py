@@ -1,0 +1,211 @@
+"""The gate: reserve, release, the confirm consumer's hold and settle, the
+orphan sweep's due list, in-flight reads, and the moves that give, freeze or
+adjust available stock (each once per operation id). Key names and return
+codes: `keys`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from django.conf import settings
+
+from core.redis import Call, redis
+from inventory.domain import Reservation
+from inventory.redis.keys import (
+    Freeze, FreezeCancel, Give, Hold, Meta, ReleaseOutcome, Reserve, _chunks, _ms, _s, _script, sku_keys,
+)
+
+
+@dataclass(frozen=True)
+class ReserveResult:
+    """reserve.lua's answer, parsed (which fields mean something depends on the code)."""
+
+    code: Reserve
+    order_id: str = ""
+    value: int = 0
+    limit: int = 0
+    reserved_ms: int = 0
+    epoch: int = 0
+    wait_ms: int = 0  # DUPLICATE: the first request may still be deciding for this long
+
+
+# Beyond the publish budget, this much more (clock rates, scheduling).
+DECISION_MARGIN_MS = 500
+
+
+def decision_window_ms() -> int:
+    """How long after its reserve a request may still be deciding: by then its
+    publish was confirmed (the message is in the queue) or it gave up and
+    undid its take (answered 503, recorded as released)."""
+    return int(settings.SECKILL_PUBLISH_BUDGET_MS) + DECISION_MARGIN_MS
+
+
+# --- Reservations --------------------------------------------------------------------
+
+def reserve_call(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str) -> Call:
+    """The reserve as a call that can ride in a pipeline (see orders' place)."""
+    k = sku_keys(sku_id)
+    keys = [k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.missing, k.released, k.fence]
+    args = [user_id, quantity, idempotency_key, order_id, _ms("SECKILL_ORPHAN_GRACE_SECONDS"),
+            _ms("SECKILL_IDEMPOTENCY_SECONDS"), decision_window_ms()]
+    return Call(_script("reserve"), keys, args)
+
+
+def reserve_result(raw) -> ReserveResult:
+    code = Reserve(int(raw[0]))
+    if code is Reserve.OK:
+        return ReserveResult(code, _s(raw[1]), int(raw[2]), reserved_ms=int(raw[3]), epoch=int(raw[4]))
+    if code is Reserve.DUPLICATE:
+        return ReserveResult(code, _s(raw[1]), int(raw[2]), wait_ms=int(raw[3]))
+    if code is Reserve.KEY_REUSED:
+        return ReserveResult(code, _s(raw[1]))
+    if code is Reserve.SOLD_OUT:
+        return ReserveResult(code, value=int(raw[1]), epoch=int(raw[2]))
+    if code is Reserve.LIMIT_REACHED:
+        return ReserveResult(code, value=int(raw[1]), limit=int(raw[2]))
+    return ReserveResult(code)
+
+
+def reserve(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str) -> ReserveResult:
+    return reserve_result(reserve_call(sku_id=sku_id, user_id=user_id, quantity=quantity,
+                                       idempotency_key=idempotency_key, order_id=order_id).run())
+
+
+def release(*, sku_id: str, order_id: str) -> ReleaseOutcome:
+    k = sku_keys(sku_id)
+    return ReleaseOutcome(int(_script("release")(
+        keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.claims, k.done, k.released],
+        args=[order_id, _ms("SECKILL_MARKER_LIFETIME_SECONDS")])))
+
+
+def hold(*, sku_id: str, order_ids: Sequence[str]) -> tuple[dict[str, Hold], list[Reservation]]:
+    """Hold reservations for a confirm (claim.lua): a held one can no longer be
+    released at the request. Returns each id's state and the held reservations
+    as Redis has them."""
+    k = sku_keys(sku_id)
+    states: dict[str, Hold] = {}
+    items: list[Reservation] = []
+    for part in _chunks(list(order_ids)):
+        raw = _script("claim")(keys=[k.inflight, k.claims, k.done, k.released], args=list(part))
+        n = len(part)
+        states.update({oid: Hold(_s(raw[i])) for i, oid in enumerate(part)})
+        items += [Reservation.from_entry(sku_id, raw[i], raw[i + 1]) for i in range(n, len(raw), 2)]
+    return states, items
+
+
+def settle(*, sku_id: str, confirmed: Sequence[str], failed: Sequence[str] = (),
+           given_back: Sequence[str] = ()) -> int:
+    """Close reservations the confirm decided (see settle.lua for the three lists)."""
+    k = sku_keys(sku_id)
+    keys = [k.stock, k.buyers, k.inflight, k.due, k.claims, k.done]
+    lifetime = _ms("SECKILL_DONE_MARKER_SECONDS")
+    settled = 0
+    tagged = [(0, o) for o in confirmed] + [(1, o) for o in failed] + [(2, o) for o in given_back]
+    for part in _chunks(tagged):
+        c = [o for t, o in part if t == 0]
+        f = [o for t, o in part if t == 1]
+        g = [o for t, o in part if t == 2]
+        settled += int(_script("settle")(keys=keys, args=[len(c), len(f), lifetime, *c, *f, *g]))
+    return settled
+
+
+def due(*, sku_id: str, cap: int, ahead_ms: int = 0) -> list[Reservation]:
+    """Reservations the orphan sweep should publish again (each gets its next deadline)."""
+    k = sku_keys(sku_id)
+    raw = _script("due")(keys=[k.inflight, k.due, k.claims],
+                         args=[cap, _ms("SECKILL_ORPHAN_GRACE_SECONDS"), _ms("SECKILL_ORPHAN_MAX_WAIT_SECONDS"),
+                               ahead_ms])
+    return [Reservation.from_entry(sku_id, raw[i], raw[i + 1]) for i in range(0, len(raw), 2)]
+
+
+def inflight_entries(*, sku_id: str) -> list[Reservation]:
+    """Every reservation in flight (tests and the admin; bounded by what is in flight)."""
+    raw = redis().hgetall(sku_keys(sku_id).inflight)
+    return [Reservation.from_entry(sku_id, oid, e) for oid, e in raw.items()]
+
+
+def inflight_count(*, sku_ids: Sequence[str]) -> dict[str, int]:
+    pipe = redis().pipeline(transaction=False)
+    for sku_id in sku_ids:
+        pipe.hlen(sku_keys(sku_id).inflight)
+    return dict(zip(sku_ids, (int(n) for n in pipe.execute())))
+
+
+def inflight_find(*, candidates: Sequence[tuple[str, str]]) -> list[Reservation]:
+    """Which of these (sku_id, order_id) pairs are in flight (one round trip)."""
+    if not candidates:
+        return []
+    pipe = redis().pipeline(transaction=False)
+    for sku_id, order_id in candidates:
+        pipe.hget(sku_keys(sku_id).inflight, order_id)
+    return [Reservation.from_entry(sku_id, oid, e)
+            for (sku_id, oid), e in zip(candidates, pipe.execute()) if e is not None]
+
+
+def is_settled(*, sku_id: str, order_id: str) -> bool:
+    return redis().zscore(sku_keys(sku_id).done, order_id) is not None
+
+
+def settled_forget(*, sku_id: str, order_id: str) -> None:
+    """Drop a reservation's settled marker, so that the consumer confirms its
+    message again (a dead-letter replay that took its unit back first)."""
+    redis().zrem(sku_keys(sku_id).done, order_id)
+
+
+# --- Gives, freezes, repairs, sale data -----------------------------------------------
+
+def give(*, sku_id: str, op_id: str, quantity: int, user_id: int | None = None,
+         total_delta: int = 0, frozen_delta: int = 0) -> Give:
+    k = sku_keys(sku_id)
+    return Give(int(_script("give")(
+        keys=[k.stock, k.buyers, k.applied],
+        args=[op_id, quantity, "" if user_id is None else user_id, total_delta, frozen_delta,
+              _ms("SECKILL_MARKER_LIFETIME_SECONDS")])))
+
+
+def freeze(*, sku_id: str, op_id: str, quantity: int) -> Freeze:
+    k = sku_keys(sku_id)
+    return Freeze(int(_script("freeze")(keys=[k.stock, k.applied],
+                                        args=[op_id, quantity, _ms("SECKILL_MARKER_LIFETIME_SECONDS")])))
+
+
+def freeze_cancel(*, sku_id: str, op_id: str, quantity: int) -> FreezeCancel:
+    k = sku_keys(sku_id)
+    return FreezeCancel(int(_script("freeze_cancel")(keys=[k.stock, k.applied],
+                                                     args=[op_id, quantity, _ms("SECKILL_MARKER_LIFETIME_SECONDS")])))
+
+
+def is_applied(*, sku_id: str, op_id: str) -> bool:
+    return redis().zscore(sku_keys(sku_id).applied, op_id) is not None
+
+
+def adjust_available(*, sku_id: str, repair_id: str, delta: int, whole: bool = False) -> int | None:
+    """Move Redis's available by `delta`, once per `repair_id`; None when
+    already applied or no snapshot. A lowering is clamped at zero, or with
+    `whole` refused (Adjust.REFUSED, nothing changed) when it does not fit."""
+    k = sku_keys(sku_id)
+    out = _script("adjust")(keys=[k.stock, k.applied],
+                            args=[repair_id, delta, _ms("SECKILL_MARKER_LIFETIME_SECONDS"),
+                                  *(["whole"] if whole else [])])
+    return None if out is None else int(out)
+
+
+def meta_update(*, sku_id: str, per_user_limit: int, starts_ms: int, ends_ms: int, status: str,
+                version: int) -> Meta:
+    return Meta(int(_script("meta")(keys=[sku_keys(sku_id).stock],
+                                    args=[per_user_limit, starts_ms, ends_ms, status, version])))
+
+
+@dataclass(frozen=True)
+class Observation:
+    available: int | None  # None: no snapshot
+    inflight: list[Reservation]
+    applied: dict[str, bool]
+
+
+def observe(*, sku_id: str, op_ids: Sequence[str]) -> Observation:
+    k = sku_keys(sku_id)
+    avail, flat, flags = _script("observe")(keys=[k.stock, k.inflight, k.applied], args=list(op_ids))
+    entries = [Reservation.from_entry(sku_id, flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+    return Observation(None if avail is None else int(avail), entries,
+                       {g: bool(f) for g, f in zip(op_ids, flags)})

@@ -1,0 +1,65 @@
+"""Health records kept in Redis: the ping, the confirm consumers' beats, when
+each sweep last ran, and since when celery beat holds each task (the health
+check reads them all, inventory.selectors)."""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+from core.redis import redis, text
+from inventory.redis.keys import BEAT_HELD_KEY, BEAT_STARTED_KEY, CONSUMERS_KEY, SWEEPS_KEY
+
+
+def ping() -> bool:
+    return bool(redis().ping())
+
+
+# --- Liveness of the confirm consumers ---------------------------------------------------
+
+def consumer_beat(*, identity: str, consuming: bool) -> None:
+    now = int(time.time() * 1000)
+    pipe = redis().pipeline(transaction=False)
+    if consuming:
+        pipe.zadd(CONSUMERS_KEY, {identity: now})
+    else:
+        pipe.zrem(CONSUMERS_KEY, identity)
+    pipe.zremrangebyscore(CONSUMERS_KEY, "-inf", now - 3_600_000)
+    pipe.execute()
+
+
+def consumers_alive(*, within_s: float) -> list[str]:
+    now = int(time.time() * 1000)
+    return [text(m) for m in redis().zrangebyscore(CONSUMERS_KEY, now - int(within_s * 1000), "+inf")]
+
+
+# --- When each sweep last ran (the health check's "beat") -------------------------------
+
+def sweep_ran(*, task: str) -> None:
+    redis().hset(SWEEPS_KEY, task, int(time.time() * 1000))
+
+
+def sweeps_last_run() -> dict[str, int]:
+    return {text(k): int(v) for k, v in redis().hgetall(SWEEPS_KEY).items()}
+
+
+def beat_schedule_held(*, tasks: Sequence[str], started: bool) -> None:
+    r = redis()
+    now = int(time.time() * 1000)
+    gone = {text(k) for k in r.hkeys(BEAT_HELD_KEY)} - set(tasks)
+    pipe = r.pipeline(transaction=False)
+    if started:
+        pipe.set(BEAT_STARTED_KEY, now)
+    for task in tasks:
+        pipe.hsetnx(BEAT_HELD_KEY, task, now)
+    if gone:
+        pipe.hdel(BEAT_HELD_KEY, *gone)
+    pipe.execute()
+
+
+def beat_schedule_read() -> tuple[int | None, dict[str, int]]:
+    """(when the running beat started, since when it holds each task), in ms."""
+    pipe = redis().pipeline(transaction=False)
+    pipe.get(BEAT_STARTED_KEY)
+    pipe.hgetall(BEAT_HELD_KEY)
+    started, held = pipe.execute()
+    return (None if started is None else int(started)), {text(k): int(v) for k, v in held.items()}

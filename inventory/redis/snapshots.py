@@ -1,0 +1,242 @@
+"""A SKU's snapshot in Redis: loading it (staged, then moved into place by one
+script), dropping it, the fences that hold back the rebuild of a lost one
+behind the confirm queue, the warm lock, the registry of SKU ids MySQL has and
+the marker of an id it has not. Key names and return codes: `keys`."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Sequence
+
+from core.redis import redis
+from inventory.redis.keys import (
+    FENCES_KEY, SCRIPT_CHUNK, SKU_REGISTRY, SKU_REGISTRY_COMPLETE, SKU_REGISTRY_RECENT, STAGE_TTL_SECONDS,
+    Distrust, Drop, FenceRaise, Load, Rebuild, _chunks, _s, _script, sku_keys,
+)
+
+MISSING_SKU_TTL_SECONDS = 30
+WARM_LOCK_MS = 5000
+
+
+# --- Snapshots ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Snapshot:
+    available: int
+    total: int
+    frozen: int
+    version: int
+    per_user_limit: int
+    starts_ms: int
+    ends_ms: int
+    status: str
+    buyers: dict[int, int]
+    # "user:key" -> ("order_id|quantity", recorded ms)
+    idempotency: dict[str, tuple[str, int]]
+    applied_ops: tuple[str, ...] = ()
+    epoch: int = 1
+
+
+def snapshot_exists(*, sku_id: str) -> bool:
+    return bool(redis().exists(sku_keys(sku_id).stock))
+
+
+def snapshot_load(*, sku_id: str, snapshot: Snapshot, fence: str = "") -> Load:
+    """Write the snapshot unless one is there already (and, for a rebuild behind
+    a fence, only while that fence stands; loading clears it).
+
+    The parts are staged in bounded chunks, then moved into place by one script,
+    so the gate never sees half a snapshot."""
+    k = sku_keys(sku_id)
+    stage = k.stage(uuid.uuid4().hex)
+    stager = _script("warm_stage")
+    buyers = [x for pair in snapshot.buyers.items() for x in pair]
+    idem = [x for field, (value, ms) in snapshot.idempotency.items() for x in (field, value, ms)]
+    for kind, flat, width in (("b", buyers, 2), ("i", idem, 3), ("a", list(snapshot.applied_ops), 1)):
+        for part in _chunks(flat, SCRIPT_CHUNK * width):
+            stager(keys=list(stage), args=[kind, STAGE_TTL_SECONDS, *part])
+    header = [snapshot.available, snapshot.total, snapshot.frozen, snapshot.epoch, snapshot.version,
+              snapshot.per_user_limit, snapshot.starts_ms, snapshot.ends_ms, snapshot.status]
+    return Load(int(_script("warm")(
+        keys=[k.stock, k.buyers, k.idem, k.idem_age, k.applied, k.missing, k.inflight, *stage, k.fence],
+        args=[*header, fence])))
+
+
+def snapshot_drop_ended(*, sku_id: str, epoch: int, lock_token: str, grace_ms: int) -> Drop:
+    """Drop every key of an ended SKU at once, where nothing could need them
+    (see drop_ended.lua; the caller holds the warm lock and marks MySQL after)."""
+    k = sku_keys(sku_id)
+    return Drop(int(_script("drop_ended")(
+        keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.claims, k.done, k.released, k.applied,
+              k.fence, k.lock],
+        args=[epoch, lock_token, grace_ms])))
+
+
+def snapshot_drop_if_idle(*, sku_id: str) -> bool:
+    k = sku_keys(sku_id)
+    raw = _script("rebuild")(keys=[k.stock, k.inflight, k.buyers, k.idem, k.idem_age, k.applied], args=[])
+    return Rebuild(int(raw)) is Rebuild.DROPPED
+
+
+# --- Fences: a lost snapshot is rebuilt behind the broker --------------------------------
+
+# A fence message lost (broker restarted before it was stored) is sent again after this.
+FENCE_AGAIN_MS = 5000
+
+
+@dataclass(frozen=True)
+class Fence:
+    sku_id: str
+    token: str  # "<id>|<not before, ms>"
+
+    @property
+    def not_before_ms(self) -> int:
+        return int(self.token.rsplit("|", 1)[1])
+
+
+def fence_raise(*, sku_id: str, delay_ms: int) -> Fence | None:
+    """Fence a SKU whose snapshot is gone (None: a snapshot is there). Idempotent:
+    a SKU fenced already keeps its fence. The fence is then listed as due at
+    its not-before time (listing again is harmless, so a fencer that died
+    between the two calls is mended by the next)."""
+    k = sku_keys(sku_id)
+    raw = _script("fence")(keys=[k.stock, k.fence], args=[uuid.uuid4().hex, delay_ms])
+    if FenceRaise(int(raw[0])) is FenceRaise.SNAPSHOT_THERE:
+        return None
+    fence = Fence(sku_id, _s(raw[1]))
+    redis().zadd(FENCES_KEY, {sku_id: fence.not_before_ms}, nx=True)
+    return fence
+
+
+def _fence_tokens(sku_ids: Sequence[str]) -> dict[str, str | None]:
+    """Each SKU's fence token, None where it has none (one round trip)."""
+    pipe = redis().pipeline(transaction=False)
+    for sku_id in sku_ids:
+        pipe.get(sku_keys(sku_id).fence)
+    return {sku_id: None if t is None else _s(t) for sku_id, t in zip(sku_ids, pipe.execute())}
+
+
+def fences_due(*, cap: int = 100) -> list[Fence]:
+    """Fences that may be sent now (each is due again FENCE_AGAIN_MS later);
+    a listed SKU that has no fence any more leaves the list."""
+    skus = [_s(x) for x in _script("fences_due")(keys=[FENCES_KEY], args=[cap, FENCE_AGAIN_MS])]
+    if not skus:
+        return []
+    tokens = _fence_tokens(skus)
+    gone = [sku_id for sku_id, token in tokens.items() if token is None]
+    if gone:
+        redis().zrem(FENCES_KEY, *gone)
+    return [Fence(sku_id, token) for sku_id, token in tokens.items() if token is not None]
+
+
+def _skus_with(suffix: str) -> set[str]:
+    """SKU ids that have a `seckill:{<sku>}:<suffix>` key (SCAN: a rare, whole-keyspace walk)."""
+    head, tail = "seckill:{", "}:" + suffix
+    return {_s(k)[len(head):-len(tail)] for k in redis().scan_iter(match=f"seckill:{{*}}:{suffix}", count=1000)}
+
+
+def snapshots_fence_all(*, delay_ms: int) -> list[Fence]:
+    """Drop every snapshot this Redis holds and fence its SKU (distrust.lua); a
+    fence found is replaced by one counted from now. For a new instance whose
+    data may be older than what was lost."""
+    fences = []
+    for sku_id in sorted(_skus_with("stock") | _skus_with("fence")):
+        k = sku_keys(sku_id)
+        raw = _script("distrust")(keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.claims,
+                                        k.applied, k.fence], args=[uuid.uuid4().hex, delay_ms])
+        if Distrust(int(raw[0])) is Distrust.FENCED:
+            fence = Fence(sku_id, _s(raw[1]))
+            redis().zadd(FENCES_KEY, {sku_id: fence.not_before_ms})
+            fences.append(fence)
+    return fences
+
+
+def fences_relist(*, sku_ids: Sequence[str]) -> int:
+    """List again the fences of these SKUs that are not listed (a fencer that
+    died between its two calls would otherwise leave its SKU fenced for good).
+    One round trip to read, one to list; returns how many were listed again."""
+    fences = [Fence(s, t) for s, t in _fence_tokens(sku_ids).items() if t is not None] if sku_ids else []
+    if not fences:
+        return 0
+    pipe = redis().pipeline(transaction=False)
+    for f in fences:
+        pipe.zadd(FENCES_KEY, {f.sku_id: f.not_before_ms}, nx=True)
+    return sum(int(n) for n in pipe.execute())
+
+
+def fence_token(*, sku_id: str) -> str | None:
+    token = redis().get(sku_keys(sku_id).fence)
+    return None if token is None else _s(token)
+
+
+def fences_standing(*, sku_ids: Sequence[str]) -> set[str]:
+    """Which of these SKUs are fenced (one round trip; none asked, none made)."""
+    return {s for s, t in _fence_tokens(sku_ids).items() if t is not None} if sku_ids else set()
+
+
+def fence_forget(*, sku_id: str) -> None:
+    """The SKU's fence passed: it leaves the list of fences to send."""
+    redis().zrem(FENCES_KEY, sku_id)
+
+
+def fences_listed() -> dict[str, int]:
+    """Every listed fence and when it may be sent next (ms), for the tests."""
+    return {_s(m): int(score) for m, score in redis().zrange(FENCES_KEY, 0, -1, withscores=True)}
+
+
+# --- The warm lock: one load of a SKU at a time -------------------------------------------
+
+def warm_lock_acquire(*, sku_id: str) -> str | None:
+    token = uuid.uuid4().hex
+    if redis().set(sku_keys(sku_id).lock, token, nx=True, px=WARM_LOCK_MS):
+        return token
+    return None
+
+
+def warm_lock_release(*, sku_id: str, token: str) -> None:
+    lock = sku_keys(sku_id).lock
+    _script("lock_release")(keys=[lock], args=[token])
+
+
+# --- The registry of SKU ids MySQL has, and the marker of one it has not ------------------
+
+SKU_REGISTRY_SECONDS = 60
+# An id added this recently survives a rebuild that read MySQL before its row
+# committed; one whose create rolled back leaves at the first rebuild after.
+SKU_REGISTRY_RECENT_MS = 2 * SKU_REGISTRY_SECONDS * 1000
+
+
+def sku_registry_check(*, sku_id: str) -> bool | None:
+    """Is this a SKU MySQL has? None when the registry is not known to be complete."""
+    pipe = redis().pipeline(transaction=False)
+    pipe.sismember(SKU_REGISTRY, sku_id)
+    pipe.exists(SKU_REGISTRY_COMPLETE)
+    member, complete = pipe.execute()
+    return bool(member) if complete else None
+
+
+def sku_registry_fill(*, sku_ids: Sequence[str], recent_ms: int = SKU_REGISTRY_RECENT_MS) -> int:
+    """The registry becomes every SKU id MySQL has (read just before), plus the
+    ids added within `recent_ms`; complete for SKU_REGISTRY_SECONDS, then read
+    again. Staged in chunks, swapped in by one script. Returns its size."""
+    r = redis()
+    staged = f"{SKU_REGISTRY}:stage:{uuid.uuid4().hex}"
+    for part in _chunks(list(sku_ids)):
+        pipe = r.pipeline(transaction=False)
+        pipe.sadd(staged, *part)
+        pipe.expire(staged, STAGE_TTL_SECONDS)
+        pipe.execute()
+    return int(_script("registry_swap")(keys=[SKU_REGISTRY, staged, SKU_REGISTRY_RECENT, SKU_REGISTRY_COMPLETE],
+                                        args=[recent_ms, SKU_REGISTRY_SECONDS]))
+
+
+def sku_registry_add(*, sku_id: str) -> None:
+    _script("registry_add")(keys=[SKU_REGISTRY, SKU_REGISTRY_RECENT], args=[sku_id, SKU_REGISTRY_RECENT_MS])
+
+
+def mark_missing(*, sku_id: str) -> None:
+    redis().set(sku_keys(sku_id).missing, 1, ex=MISSING_SKU_TTL_SECONDS)
+
+
+def clear_missing(*, sku_id: str) -> None:
+    redis().delete(sku_keys(sku_id).missing)
