@@ -12,10 +12,10 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy
 
-from inventory import redis_store
-from inventory.services import skus, stock
+from inventory.redis import live as redis_live
+from inventory.services import skus, snapshots, stock
 from core.errors import DomainError
-from inventory.models import DeadLetter, InventoryLog, OutboxMessage, Sku
+from inventory.models import DeadLetter, InventoryLog, OutboxMessage, ReservationDecision, Sku
 from import_export.admin import ImportMixin
 from inventory.resources import InventoryLogResource, SkuExportResource, SkuImportResource, ViewerExportMixin
 
@@ -24,8 +24,9 @@ BUCKETS = ("total_stock", "available_stock", "frozen_stock", "locked_stock", "so
 
 
 class SkuForm(forms.ModelForm):
-    initial_stock = forms.IntegerField(min_value=0, required=False,
-                                       help_text=gettext_lazy("Units on sale when the SKU is created. Later, use Restock."))
+    initial_stock = forms.IntegerField(
+        min_value=0, required=False,
+        help_text=gettext_lazy("Units on sale when the SKU is created. Later, use Restock."))
 
     class Meta:
         model = Sku
@@ -104,7 +105,7 @@ class SkuAdmin(ImportMixin, ViewerExportMixin, admin.ModelAdmin):
     def _live(self, obj: Sku):
         cache = getattr(self, "_live_cache", None)
         if cache is None or cache[0] is not obj:
-            self._live_cache = (obj, redis_store.live_stock(sku_id=obj.sku_id))
+            self._live_cache = (obj, redis_live.live_stock(sku_id=obj.sku_id))
         return self._live_cache[1]
 
     @admin.display(description=gettext_lazy("Redis available"))
@@ -176,26 +177,28 @@ class SkuAdmin(ImportMixin, ViewerExportMixin, admin.ModelAdmin):
             messages.error(request, gettext_lazy("You do not have permission to move stock."))
             raise PermissionDenied(gettext_lazy("You do not have permission to move stock."))
         sku = get_object_or_404(Sku, pk=object_id)
-        title, service, needs_quantity, _label = STOCK_ACTIONS[action]
+        title, service, needs_quantity, label = STOCK_ACTIONS[action]
         form = StockActionForm(request.POST or None) if needs_quantity else None
         back = reverse("admin:inventory_sku_change", args=[sku.pk])
         if request.method == "POST" and (form is None or form.is_valid()):
             actor = f"admin:{request.user.get_username()}"
             try:
                 if action == "warm":
-                    if skus.stock_warm(sku_id=sku.sku_id, load_retired=True) is skus.Warm.FENCED:
+                    if snapshots.stock_warm(sku_id=sku.sku_id, load_retired=True) is snapshots.Warm.FENCED:
                         done = gettext_lazy("Redis lost this SKU: its rebuild waits for the confirm queue "
                                             "and happens by itself within seconds.")
                     else:
                         done = gettext_lazy("Snapshot warm.")
                 elif action == "rebuild":
-                    skus.snapshot_rebuild(sku_id=sku.sku_id, actor=actor)
+                    snapshots.snapshot_rebuild(sku_id=sku.sku_id, actor=actor)
                     done = gettext_lazy("Snapshot rebuilt from MySQL.")
                 else:
                     q, why = form.cleaned_data["quantity"], form.cleaned_data["reason"]
                     service(sku_id=sku.sku_id, quantity=q, reason=why, actor=actor)
+                    # The button's label names the action in every language; the
+                    # title's wording (and its parentheses) is the translator's.
                     done = gettext("%(action)s: %(quantity)s unit(s) of %(sku)s done.") % {
-                        "action": str(title).split(" (")[0], "quantity": q, "sku": sku.sku_id}
+                        "action": label, "quantity": q, "sku": sku.sku_id}
                 self.log_change(request, sku, f"stock action {action}: " + (
                     f"{form.cleaned_data['quantity']} ({form.cleaned_data['reason']})" if form else "done"))
                 messages.success(request, done)
@@ -204,7 +207,7 @@ class SkuAdmin(ImportMixin, ViewerExportMixin, admin.ModelAdmin):
                 messages.error(request, gettext("Refused: %(detail)s") % {"detail": exc.detail})
         context = {**self.admin_site.each_context(request), "opts": self.model._meta, "original": sku,
                    "title": f"{title}: {sku.sku_id}", "form": form, "action": action, "back": back,
-                   "live": redis_store.live_stock(sku_id=sku.sku_id)}
+                   "live": redis_live.live_stock(sku_id=sku.sku_id)}
         return TemplateResponse(request, "admin/inventory/sku/stock_action.html", context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
@@ -231,6 +234,17 @@ class InventoryLogAdmin(ViewerExportMixin, ReadOnlyAdmin):
     list_filter = ("operation", "status", "sku", "created_at")
     search_fields = ("order_id", "op_id")
     date_hierarchy = "created_at"
+
+
+@admin.register(ReservationDecision)
+class ReservationDecisionAdmin(ReadOnlyAdmin):
+    """What became of each reservation the gate accepted, decided once
+    (inventory.services.decisions): look an order id up here first."""
+
+    list_display = ("decided_at", "order_id", "sku", "outcome", "reason", "actor")
+    list_filter = ("outcome", "decided_at")
+    search_fields = ("=order_id",)
+    date_hierarchy = "decided_at"
 
 
 class DeadLetterDiscardForm(forms.Form):

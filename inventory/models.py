@@ -1,5 +1,6 @@
 """Stock of record (MySQL): one row per SKU with its buckets, the inventory log
-that anchors every operation, and the consumer dedup record."""
+that audits every operation, the decision about each reservation, the dead
+letters, and the outbox of gives for Redis."""
 from __future__ import annotations
 
 from django.db import models
@@ -45,7 +46,8 @@ class Sku(models.Model):
 
     class Meta:
         ordering = ["sku_id"]
-        verbose_name = "SKU"
+        verbose_name = _("SKU")
+        verbose_name_plural = _("SKUs")
         permissions = [("move_stock", _("Can freeze, unfreeze, restock, write off and rebuild stock"))]
         indexes = [models.Index(fields=["status", "status_changed_at"], name="sku_status_time")]
         constraints = [
@@ -54,12 +56,14 @@ class Sku(models.Model):
                 name="sku_buckets_sum_to_total",
             ),
             models.CheckConstraint(
-                condition=Q(available_stock__gte=0) & Q(frozen_stock__gte=0) & Q(locked_stock__gte=0) & Q(sold_stock__gte=0),
+                condition=(Q(available_stock__gte=0) & Q(frozen_stock__gte=0) & Q(locked_stock__gte=0)
+                           & Q(sold_stock__gte=0)),
                 name="sku_buckets_not_negative",
             ),
             models.CheckConstraint(condition=Q(per_user_limit__gte=1), name="sku_per_user_limit_positive"),
             models.CheckConstraint(
-                condition=Q(sale_ends_at__isnull=True) | Q(sale_starts_at__isnull=True) | Q(sale_ends_at__gt=F("sale_starts_at")),
+                condition=(Q(sale_ends_at__isnull=True) | Q(sale_starts_at__isnull=True)
+                           | Q(sale_ends_at__gt=F("sale_starts_at"))),
                 name="sku_sale_window_ordered",
             ),
         ]
@@ -98,6 +102,8 @@ class InventoryLog(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        verbose_name = _("inventory log entry")
+        verbose_name_plural = _("inventory log")
         indexes = [
             models.Index(fields=["sku", "created_at"], name="invlog_sku_time"),
             models.Index(fields=["status", "created_at"], name="invlog_status_time"),
@@ -117,6 +123,39 @@ class InventoryLog(models.Model):
 # Operations whose Redis half travels through the outbox (gives: MySQL first).
 GIVE_OPERATIONS = (InventoryLog.Operation.INCR, InventoryLog.Operation.UNFREEZE,
                    InventoryLog.Operation.RESTOCK, InventoryLog.Operation.WRITE_OFF)
+
+
+class ReservationDecision(models.Model):
+    """What became of one reservation the gate accepted, decided once and never
+    rewritten: the record exactly-once rests on. Its order id is unique, so of
+    the confirm (which makes the order, or refuses it), an undo at the request
+    and a refused dead-letter replay exactly one decides; the others read the
+    decision and follow it. One writer: inventory.services.decisions. The
+    inventory log stays the audit of stock; nothing is decided from it."""
+
+    class Outcome(models.TextChoices):
+        # The settle of each in Redis follows from it (orders.services.confirm).
+        CONFIRMED = "confirmed", _("Confirmed: an order took its units")
+        REFUSED = "refused", _("Refused by MySQL, its unit off sale (stock, or a lost Redis)")
+        FAILED = "failed", _("Refused by MySQL, its unit back on sale (closed, key, limit)")
+        RELEASED = "released", _("Released: undone at the request, or a replay refused")
+
+    # Binary collation, as the order ids everywhere: an exact, opaque string.
+    order_id = models.CharField(verbose_name=_("order id"), max_length=64, unique=True, db_collation="utf8mb4_bin")
+    sku = models.ForeignKey(Sku, verbose_name=_("sku"), on_delete=models.PROTECT, related_name="decisions")
+    outcome = models.CharField(verbose_name=_("outcome"), max_length=10, choices=Outcome.choices)
+    # For people (the refusal's code, or why it was released); never read as state.
+    reason = models.CharField(verbose_name=_("reason"), max_length=255, blank=True, default="")
+    actor = models.CharField(verbose_name=_("actor"), max_length=150, blank=True, default="")
+    decided_at = models.DateTimeField(verbose_name=_("decided at"))
+
+    class Meta:
+        ordering = ["-decided_at", "-id"]
+        verbose_name = _("reservation decision")
+        verbose_name_plural = _("reservation decisions")
+
+    def __str__(self) -> str:
+        return f"{self.order_id} {self.outcome}"
 
 
 class DeadLetter(models.Model):
@@ -170,6 +209,8 @@ class OutboxMessage(models.Model):
 
     class Meta:
         ordering = ["id"]
+        verbose_name = _("outbox message")
+        verbose_name_plural = _("outbox messages")
         indexes = [models.Index(fields=["sent_at", "created_at"], name="outbox_unsent")]
 
     def __str__(self) -> str:

@@ -7,7 +7,7 @@ superusers) reach the admin.
 from __future__ import annotations
 
 VIEW_MODELS = [
-    ("inventory", "sku"), ("inventory", "inventorylog"),
+    ("inventory", "sku"), ("inventory", "inventorylog"), ("inventory", "reservationdecision"),
     ("inventory", "deadletter"), ("inventory", "outboxmessage"), ("orders", "order"), ("orders", "paymentrefund"),
     ("django_celery_beat", "periodictask"), ("django_celery_beat", "intervalschedule"),
     ("django_celery_beat", "crontabschedule"), ("admin", "logentry"),

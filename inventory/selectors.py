@@ -1,6 +1,7 @@
 """Every read of stock that the API, admin and reconciliation need."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -9,8 +10,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from core import db
-from inventory import redis_store
-from inventory.models import GIVE_OPERATIONS, InventoryLog, OutboxMessage, Sku
+from inventory.redis import gate, live as redis_live, liveness, snapshots as redis_snapshots
+from inventory.models import GIVE_OPERATIONS, InventoryLog, OutboxMessage, ReservationDecision, Sku
 
 # Ended SKUs are still swept this long after they ended, while reservations
 # of theirs are in flight.
@@ -47,7 +48,7 @@ def sku_ids_sweepable() -> list[str]:
                                     status_changed_at__gte=timezone.now() - ENDED_SWEEP_HORIZON)
                  .values_list("sku_id", flat=True))
     if ended:
-        counts = redis_store.inflight_count(sku_ids=ended)
+        counts = gate.inflight_count(sku_ids=ended)
         live += [s for s in ended if counts.get(s)]
     pending = set(InventoryLog.objects.filter(status=InventoryLog.Status.PENDING,
                                               operation__in=(*GIVE_OPERATIONS, InventoryLog.Operation.FREEZE),
@@ -93,7 +94,7 @@ def pending_freezes(*, sku_id: str) -> list[PendingOp]:
     return [PendingOp(op, q) for op, q in rows]
 
 
-def sku_snapshot(*, sku: Sku, holdings, epoch: int) -> redis_store.Snapshot:
+def sku_snapshot(*, sku: Sku, holdings, epoch: int) -> redis_snapshots.Snapshot:
     """What Redis should hold for a SKU, from MySQL (call it with the SKU row
     locked, so no give or freeze commits between the reads). Bounded: buyers
     that hold units, idempotency records within their lifetime (from
@@ -104,7 +105,7 @@ def sku_snapshot(*, sku: Sku, holdings, epoch: int) -> redis_store.Snapshot:
     gives = pending_gives(sku_id=sku.sku_id)
     freezes = pending_freezes(sku_id=sku.sku_id)
     frozen_pending = sum(f.quantity for f in freezes)
-    return redis_store.Snapshot(
+    return redis_snapshots.Snapshot(
         available=sku.available_stock - frozen_pending,
         total=sku.total_stock,
         frozen=sku.frozen_stock + frozen_pending,
@@ -123,7 +124,7 @@ def sku_snapshot(*, sku: Sku, holdings, epoch: int) -> redis_store.Snapshot:
 @dataclass(frozen=True)
 class SkuView:
     sku: Sku
-    live: redis_store.LiveStock | None
+    live: redis_live.LiveStock | None
 
     @property
     def available(self) -> int:
@@ -144,21 +145,24 @@ class SkuView:
 
 
 def sku_views(*, skus: list[Sku]) -> list[SkuView]:
-    live = redis_store.live_stock_many(sku_ids=[s.sku_id for s in skus]) if skus else {}
+    live = redis_live.live_stock_many(sku_ids=[s.sku_id for s in skus]) if skus else {}
     return [SkuView(sku=s, live=live.get(s.sku_id)) for s in skus]
 
 
-def released_order_ids(*, order_ids: list[str]) -> set[str]:
-    """Of these reservations that are no orders, the ones undone at the request
-    (their publish failed): a sale log row with no order is only ever that."""
+@functools.cache
+def _decisions_sql(n: int) -> str:
+    order_col, outcome_col = db.columns(ReservationDecision, ["order_id", "outcome"])
+    return (f"SELECT {order_col}, {outcome_col} FROM {db.table(ReservationDecision)} "
+            f"WHERE {order_col} IN ({db.marks(n)})")
+
+
+def reservation_decisions(*, order_ids: list[str]) -> dict[str, str]:
+    """The outcome (ReservationDecision.Outcome) of each of these reservations
+    that was decided; the ones not in the answer were not."""
     if not order_ids:
-        return set()
+        return {}
     # Asked by every confirm batch with up to a thousand ids: SQL compiled once (core.db).
-    order_col, op_col = db.columns(InventoryLog, ["order_id", "operation"])
-    rows = db.fetch_all(f"SELECT {order_col} FROM {db.table(InventoryLog)} WHERE {op_col} = %s "
-                        f"AND {order_col} IN ({db.marks(len(order_ids))})",
-                        [InventoryLog.Operation.DECR, *order_ids])
-    return {oid for (oid,) in rows}
+    return dict(db.fetch_all(_decisions_sql(len(order_ids)), order_ids))
 
 
 # --- Health --------------------------------------------------------------------------------
@@ -190,7 +194,7 @@ def _broker() -> None:
 
 
 def _worker() -> str | None:
-    if redis_store.consumers_alive(within_s=WORKER_SEEN_WITHIN_SECONDS):
+    if liveness.consumers_alive(within_s=WORKER_SEEN_WITHIN_SECONDS):
         return None
     return f"error: no confirm consumer seen within {WORKER_SEEN_WITHIN_SECONDS:.0f} s"
 
@@ -223,8 +227,8 @@ def _beat() -> str | None:
 
     from django_celery_beat.models import PeriodicTask
 
-    last = redis_store.sweeps_last_run()
-    started, held = redis_store.beat_schedule_read()
+    last = liveness.sweeps_last_run()
+    started, held = liveness.beat_schedule_read()
     now = time.time() * 1000
     late = []
     for task in PeriodicTask.objects.filter(enabled=True, interval__isnull=False).select_related("interval"):
@@ -245,7 +249,7 @@ def system_health() -> dict:
     cached = _health_cache.get("last")
     if cached and time.monotonic() - cached[0] < HEALTH_CACHE_SECONDS:
         return cached[1]
-    body = {"mysql": _check(_mysql), "redis": _check(redis_store.ping), "broker": _check(_broker)}
+    body = {"mysql": _check(_mysql), "redis": _check(liveness.ping), "broker": _check(_broker)}
     body["worker"] = _check(_worker) if body["redis"] == "ok" else "error: redis unavailable"
     body["beat"] = (_check(_beat) if body["redis"] == "ok" and body["mysql"] == "ok"
                     else "error: cannot be read while a store is down")

@@ -1,12 +1,13 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class OrdersConfig(AppConfig):
     name = "orders"
-    verbose_name = "Orders"
+    verbose_name = _("Orders")
 
     def ready(self) -> None:
-        from inventory.services.skus import holdings_source_register
+        from inventory.services.snapshots import holdings_source_register
         from orders.selectors import sku_holdings
 
         # Snapshots (inventory) need what orders hold; orders sits above

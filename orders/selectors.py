@@ -1,6 +1,7 @@
 """Order reads: MySQL for confirmed orders, Redis for those still in flight."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -12,8 +13,9 @@ from django.utils import timezone
 
 from accounts import token_cache
 from core import db
-from inventory import redis_store
-from inventory.services.skus import Holdings
+from inventory.domain import Reservation
+from inventory.redis import gate
+from inventory.services.snapshots import Holdings
 from orders.models import Order
 
 ORDER_ID_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -37,22 +39,25 @@ class OrderView:
         return cls(*(getattr(o, name) for name in VIEW_FIELDS))
 
     @classmethod
-    def processing(cls, r: redis_store.Reservation) -> "OrderView":
+    def processing(cls, r: Reservation) -> "OrderView":
         return cls(order_id=r.order_id, sku_id=r.sku_id, quantity=r.quantity, status=Order.Status.PROCESSING,
                    created_at=datetime.fromtimestamp(r.reserved_ms / 1000, tz=dt_timezone.utc), expires_at=None)
 
 
-VIEW_FIELDS = ("order_id", "sku_id", "quantity", "status", "created_at", "expires_at", "confirmed_at", "paid_at",
-               "closed_at", "failure_reason")
+# The one list of the order columns readers see: the fields of OrderView, in
+# its order (the raw SELECTs, and the API answer, orders.api.output, follow it).
+# A new column shown to buyers is a field of the model and one of OrderView;
+# the confirm's insert gives any other column its model default (core.db.Insert).
+VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(OrderView))
 
 
-def _in_flight(*, user_id: int, token: str, order_ids: set[str] | None = None) -> list[redis_store.Reservation]:
+def _in_flight(*, user_id: int, token: str, order_ids: set[str] | None = None) -> list[Reservation]:
     """The caller's reservations still in flight, found through the orders its
     token's Idempotency-Keys made (an index per user, so the cost does not grow
     with other buyers' reservations)."""
     claims = token_cache.user_claims(token=token)
     candidates = [(c.sku_id, c.order_id) for c in claims if order_ids is None or c.order_id in order_ids]
-    return [r for r in redis_store.inflight_find(candidates=candidates) if r.user_id == user_id]
+    return [r for r in gate.inflight_find(candidates=candidates) if r.user_id == user_id]
 
 
 @functools.cache

@@ -8,19 +8,19 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Sequence
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from core.db import bulk_insert
+from core import db
 from core.retry import with_mysql_retry
-from inventory import redis_store
+from inventory.redis import gate, keys as redis_keys, live as redis_live
 from core.errors import InvalidInput, SkuNotFound, StockActionRefused, StockRefused, Unavailable
 from inventory.models import InventoryLog, Sku
-from inventory.redis_store import Reservation
+from inventory.domain import Reservation
 from inventory.services.gives import GiveRecord, stock_give_record, stock_gives_record
 from inventory.services.locks import skus_lock
-from inventory.services.skus import Warm, stock_warm
+from inventory.services.snapshots import Warm, stock_warm
 
 logger = logging.getLogger(__name__)
 
@@ -29,27 +29,47 @@ logger = logging.getLogger(__name__)
 
 def stock_confirm_take(*, sku: Sku, accepted: Sequence[Reservation],
                        refused: Sequence[tuple[Reservation, str]], now: datetime) -> None:
-    """Inside the confirm's transaction, with the SKU row locked: accepted units
-    move available -> locked with one conditional UPDATE; every reservation gets
-    its DECR log row (pending, or fail with the reason). That row is unique per
-    order, so it also makes the confirm and an undo at the request
-    (`reservation_release_record`) exclude each other."""
+    """Inside the confirm's transaction, with the SKU row locked and the
+    reservations decided (inventory.services.decisions): accepted units move
+    available -> locked with one conditional UPDATE; every reservation gets its
+    sale log row (pending, or fail with the reason), the audit of the take."""
     units = sum(r.quantity for r in accepted)
     if units:
         moved = Sku.objects.filter(pk=sku.sku_id, available_stock__gte=units).update(
             available_stock=F("available_stock") - units, locked_stock=F("locked_stock") + units, updated_at=now)
         if moved != 1:  # cannot happen while the caller holds the row lock
             raise RuntimeError(f"conditional stock update refused for {sku.sku_id}")
-    decr = InventoryLog.Operation.DECR
-    bulk_insert(InventoryLog, LOG_FIELDS,
-                [(sku.sku_id, decr, r.quantity, r.order_id, r.order_id, InventoryLog.Status.PENDING, "order confirmed",
-                  f"user:{r.user_id}", now, now) for r in accepted]
-                + [(sku.sku_id, decr, r.quantity, r.order_id, r.order_id, InventoryLog.Status.FAIL,
-                    f"refused by MySQL: {why}", f"user:{r.user_id}", now, now) for r, why in refused])
+    stock_sale_log(sku_id=sku.sku_id, now=now, rows=(
+        [SaleLogRow(r.order_id, r.quantity, ok=True, reason="order confirmed", actor=f"user:{r.user_id}")
+         for r in accepted]
+        + [SaleLogRow(r.order_id, r.quantity, ok=False, reason=f"refused by MySQL: {why}", actor=f"user:{r.user_id}")
+           for r, why in refused]))
 
 
-LOG_FIELDS = ("sku", "operation", "quantity", "order_id", "op_id", "status", "reason", "actor", "created_at",
-              "updated_at")
+@dataclass(frozen=True)
+class SaleLogRow:
+    """A reservation's sale log row: `ok` is a take MySQL made (pending until
+    the mover settles it sold or given back), otherwise a take that never was."""
+
+    order_id: str
+    quantity: int
+    ok: bool
+    reason: str
+    actor: str
+
+
+_SALE_LOG = db.Insert(InventoryLog, ("sku", "operation", "quantity", "order_id", "op_id", "status", "reason", "actor",
+                                     "created_at", "updated_at"))
+
+
+def stock_sale_log(*, sku_id: str, rows: Sequence[SaleLogRow], now: datetime) -> None:
+    """Write sale (DECR) log rows, in one INSERT: the only place they are
+    created (the mover then sets their status, `stock_moves_apply`)."""
+    pending, fail = InventoryLog.Status.PENDING, InventoryLog.Status.FAIL
+    _SALE_LOG.run({"sku": sku_id, "operation": InventoryLog.Operation.DECR, "quantity": r.quantity,
+                   "order_id": r.order_id, "op_id": r.order_id, "status": pending if r.ok else fail,
+                   "reason": r.reason[:255], "actor": r.actor[:150], "created_at": now, "updated_at": now}
+                  for r in rows)
 
 
 @dataclass(frozen=True)
@@ -59,7 +79,9 @@ class Sale:
 
 
 @dataclass(frozen=True)
-class Release:
+class GiveBack:
+    """A cancelled or expired order's units, given back from locked to available."""
+
     order_id: str
     quantity: int
     user_id: int
@@ -67,7 +89,7 @@ class Release:
     actor: str
 
 
-def stock_moves_apply(*, sku: Sku, sold: Sequence[Sale], released: Sequence[Release]) -> None:
+def stock_moves_apply(*, sku: Sku, sold: Sequence[Sale], released: Sequence[GiveBack]) -> None:
     """Inside the caller's transaction, with the SKU row locked: paid orders'
     units move locked -> sold, given-back orders' locked -> available, in one
     conditional UPDATE; the sale log rows become success (paid) or fail (given
@@ -94,28 +116,6 @@ def stock_moves_apply(*, sku: Sku, sold: Sequence[Sale], released: Sequence[Rele
         stock_gives_record(sku_id=sku.sku_id, gives=[
             GiveRecord(op_id=f"{r.order_id}:release", quantity=r.quantity, user_id=r.user_id, order_id=r.order_id,
                        reason=r.reason, actor=r.actor) for r in released])
-
-
-RELEASED_AT_REQUEST = "released at the request: its publish failed"
-
-
-def reservation_release_record(*, reservation: Reservation) -> bool:
-    """The durable half of undoing a reservation whose publish failed: its sale
-    log row, written as `fail`. The confirm writes the same row (unique per
-    order), so of the two exactly one wins, and a copy of the message the
-    broker delivers later is refused. Returns False when the confirm won (the
-    order exists: the client is owed its 202)."""
-    r = reservation
-    try:
-        with transaction.atomic():
-            InventoryLog.objects.create(
-                sku_id=r.sku_id, operation=InventoryLog.Operation.DECR, quantity=r.quantity, order_id=r.order_id,
-                op_id=r.order_id, status=InventoryLog.Status.FAIL, reason=RELEASED_AT_REQUEST,
-                actor=f"user:{r.user_id}")
-        return True
-    except IntegrityError:
-        row = InventoryLog.objects.filter(order_id=r.order_id, operation=InventoryLog.Operation.DECR).first()
-        return row is not None and row.reason == RELEASED_AT_REQUEST
 
 
 # --- Ops moves --------------------------------------------------------------------------
@@ -152,13 +152,13 @@ def stock_freeze(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
         InventoryLog.objects.filter(op_id=op_id, status=InventoryLog.Status.PENDING).update(
             status=InventoryLog.Status.FAIL, reason=f"{why}: {reason}"[:255])
 
-    outcome = redis_store.freeze(sku_id=sku_id, op_id=op_id, quantity=quantity)
-    if outcome is redis_store.Freeze.REFUSED:
+    outcome = gate.freeze(sku_id=sku_id, op_id=op_id, quantity=quantity)
+    if outcome is redis_keys.Freeze.REFUSED:
         fail("refused by Redis (fewer available)")
-        live = redis_store.live_stock(sku_id=sku_id)
+        live = redis_live.live_stock(sku_id=sku_id)
         raise StockActionRefused(f"Only {live.available if live else 0} unit(s) are available in Redis; "
                                  f"nothing was frozen.")
-    if outcome is redis_store.Freeze.NOT_WARM:
+    if outcome is redis_keys.Freeze.NOT_WARM:
         fail("no snapshot in Redis")
         raise Unavailable("Redis has no snapshot of this SKU right now; try again.")
 
@@ -179,7 +179,7 @@ def stock_freeze(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
     except _Resolved:
         raise StockActionRefused("The freeze took too long and was cancelled; nothing was frozen.") from None
     except StockRefused as exc:
-        redis_store.give(sku_id=sku_id, op_id=f"{op_id}:undo", quantity=quantity, frozen_delta=-quantity)
+        gate.give(sku_id=sku_id, op_id=f"{op_id}:undo", quantity=quantity, frozen_delta=-quantity)
         fail("refused by MySQL (fewer available there)")
         raise StockActionRefused("MySQL has fewer units available than Redis; nothing was frozen.") from exc
     # Any other failure (MySQL away) leaves the intent pending: the sweep resolves it.
@@ -201,7 +201,7 @@ def stock_freezes_resolve(*, older_than: timedelta = FREEZE_INTENT_DEADLINE, lim
         if not InventoryLog.objects.filter(op_id=op_id, status=InventoryLog.Status.PENDING).update(
                 status=InventoryLog.Status.FAIL, reason="cancelled: the freeze never completed"):
             continue
-        redis_store.freeze_cancel(sku_id=sku_id, op_id=op_id, quantity=quantity)
+        gate.freeze_cancel(sku_id=sku_id, op_id=op_id, quantity=quantity)
         resolved += 1
         logger.warning("stale freeze %s of %s cancelled", op_id, sku_id)
     return resolved

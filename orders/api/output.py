@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from orders.selectors import OrderView
+from orders.selectors import VIEW_FIELDS, OrderView
 
 
 def iso_utc(moment: datetime | None) -> str | None:
@@ -18,7 +18,9 @@ def iso_ms(ms: int) -> str:
 
 
 def order_body(view: OrderView) -> dict:
-    return {"order_id": view.order_id, "sku_id": view.sku_id, "quantity": view.quantity, "status": view.status,
-            "created_at": iso_utc(view.created_at), "expires_at": iso_utc(view.expires_at),
-            "confirmed_at": iso_utc(view.confirmed_at), "paid_at": iso_utc(view.paid_at),
-            "closed_at": iso_utc(view.closed_at), "failure_reason": view.failure_reason}
+    """Every field of the view (VIEW_FIELDS, in its order), times as ISO 8601."""
+    body = {}
+    for name in VIEW_FIELDS:
+        value = getattr(view, name)
+        body[name] = iso_utc(value) if isinstance(value, datetime) else value
+    return body

@@ -2,8 +2,9 @@
 
 `decide` is the whole rule, a pure function; `reservations_confirm` gathers its
 inputs under the SKU row lock, writes what it decided in one transaction per
-SKU batch, then settles the reservations in Redis. Delivery is at least once;
-a reservation confirmed before is recognised by its order id and changes nothing.
+SKU batch (the decisions first: inventory.services.decisions), then settles the
+reservations in Redis. Delivery is at least once; a reservation decided before
+(by a confirm, an undo or a replay) is recognised by its decision and follows it.
 """
 from __future__ import annotations
 
@@ -18,11 +19,16 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from core import db
-from core.db import bulk_insert
 from core.retry import is_transient, until_done
-from inventory import redis_store, selectors as inventory_selectors
-from inventory.redis_store import Reservation
+from core.redis import RedisError
+from inventory import selectors as inventory_selectors
+from inventory.redis import gate
+from inventory.redis.keys import Hold
+from inventory.messages import CONFIRM_KIND
+from inventory.domain import Reservation
 from inventory.services.gives import dead_letter_record
+from inventory.models import ReservationDecision
+from inventory.services.decisions import DecisionRecord, reservation_decisions_record
 from inventory.services.locks import skus_lock
 from inventory.services.stock import stock_confirm_take
 from orders.models import Order
@@ -66,11 +72,11 @@ class SaleState:
 class Decision:
     accepted: list[Reservation] = field(default_factory=list)
     refused: list[tuple[Reservation, str]] = field(default_factory=list)
-    # Seen before: already an order, FAILED for stock, FAILED for another reason.
+    # Decided before (ReservationDecision.Outcome): CONFIRMED, REFUSED, FAILED.
     confirmed_before: list[str] = field(default_factory=list)
     failed_before: list[str] = field(default_factory=list)
     returned_before: list[str] = field(default_factory=list)
-    # Undone at the request (its publish failed): never an order.
+    # RELEASED (undone at the request, or a replay refused): never an order.
     released: list[str] = field(default_factory=list)
 
     @property
@@ -95,20 +101,33 @@ class Decision:
 UNIT_KEPT_BY_REDIS = (STOCK_REFUSAL, STALE_REFUSAL)
 
 
-def known_outcome(decision: Decision, order_id: str, status: str, reason: str) -> None:
-    if status != Order.Status.FAILED:
-        decision.confirmed_before.append(order_id)
-    elif reason in UNIT_KEPT_BY_REDIS:
-        decision.failed_before.append(order_id)
-    else:
-        decision.returned_before.append(order_id)
+Outcome = ReservationDecision.Outcome
 
 
-def decide(*, batch: Sequence[Reservation], known: dict[str, tuple[str, str]], released: set[str],
+def refusal_outcome(why: str) -> Outcome:
+    """The decision a refusal records: whether Redis keeps the unit off sale."""
+    return Outcome.REFUSED if why in UNIT_KEPT_BY_REDIS else Outcome.FAILED
+
+
+def order_outcome(status: str, reason: str) -> Outcome:
+    """The decision an order of record stands for (what the confirm decided)."""
+    return Outcome.CONFIRMED if status != Order.Status.FAILED else refusal_outcome(reason)
+
+
+_BEFORE = {Outcome.CONFIRMED: "confirmed_before", Outcome.REFUSED: "failed_before",
+           Outcome.FAILED: "returned_before", Outcome.RELEASED: "released"}
+
+
+def known_outcome(decision: Decision, order_id: str, outcome: str) -> None:
+    getattr(decision, _BEFORE[Outcome(outcome)]).append(order_id)
+
+
+def decide(*, batch: Sequence[Reservation], decided: dict[str, str],
            keys_taken: set[tuple[int, str]], held: dict[int, int], sale: SaleState) -> Decision:
     """Which reservations become orders. Pure: no store is read or written.
 
-    In the order the gate accepted them: a reservation taken by a Redis that was
+    A reservation decided before (`decided`: order id -> outcome) follows
+    that decision. The others, in the order the gate accepted them: one taken by a Redis that was
     lost since and rebuilt without it (an older epoch), whose sale was closed,
     whose (user, key) already made another order, that would pass the per-user
     limit, or that needs more units than MySQL has left, is refused with that
@@ -122,10 +141,8 @@ def decide(*, batch: Sequence[Reservation], known: dict[str, tuple[str, str]], r
         if r.order_id in seen:
             continue
         seen.add(r.order_id)
-        if r.order_id in known:
-            known_outcome(decision, r.order_id, *known[r.order_id])
-        elif r.order_id in released:
-            decision.released.append(r.order_id)
+        if r.order_id in decided:
+            known_outcome(decision, r.order_id, decided[r.order_id])
         elif r.epoch < sale.epoch:
             decision.refused.append((r, STALE_REFUSAL))
         elif not sale.open_at(r.reserved_ms):
@@ -154,12 +171,6 @@ def _from_ms(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=dt_timezone.utc)
 
 
-def _known_sql(n: int) -> str:
-    # Asked by every batch with up to a thousand ids: no ORM compile (core.db).
-    cols = db.columns(Order, ["order_id", "status", "failure_reason"])
-    return f"SELECT {', '.join(cols)} FROM {db.table(Order)} WHERE {cols[0]} IN ({db.marks(n)})"
-
-
 def confirm_in_mysql(*, sku_id: str, batch: Sequence[Reservation]) -> Decision:
     """One transaction: lock the SKU row, read what the decision needs, write
     the orders, and move the buckets and the log through inventory."""
@@ -168,10 +179,8 @@ def confirm_in_mysql(*, sku_id: str, batch: Sequence[Reservation]) -> Decision:
         sku = skus_lock(sku_ids=[sku_id]).get(sku_id)
         if sku is None:
             raise LookupError(f"SKU {sku_id} does not exist in MySQL")
-        ids = [r.order_id for r in batch]
-        known = {oid: (st, why) for oid, st, why in db.fetch_all(_known_sql(len(ids)), ids)}
-        released = inventory_selectors.released_order_ids(order_ids=[i for i in ids if i not in known])
-        fresh = [r for r in batch if r.order_id not in known and r.order_id not in released]
+        decided = inventory_selectors.reservation_decisions(order_ids=[r.order_id for r in batch])
+        fresh = [r for r in batch if r.order_id not in decided]
         users = {r.user_id for r in fresh}
         keys_taken: set[tuple[int, str]] = set()
         held: dict[int, int] = {}
@@ -185,28 +194,52 @@ def confirm_in_mysql(*, sku_id: str, batch: Sequence[Reservation]) -> Decision:
         sale = SaleState(available=sku.available_stock, per_user_limit=sku.per_user_limit, status=sku.status,
                          status_changed_ms=_epoch_ms(sku.status_changed_at), starts_ms=_epoch_ms(sku.sale_starts_at),
                          ends_ms=_epoch_ms(sku.sale_ends_at), epoch=sku.redis_epoch)
-        decision = decide(batch=batch, known=known, released=released, keys_taken=keys_taken, held=held, sale=sale)
+        decision = decide(batch=batch, decided=decided, keys_taken=keys_taken, held=held, sale=sale)
         if not decision.accepted and not decision.refused:
             return decision
+        _decisions_record(sku_id, decision, now)
         stock_confirm_take(sku=sku, accepted=decision.accepted, refused=decision.refused, now=now)
-        expires_at = now + timedelta(seconds=settings.SECKILL_PAYMENT_TIMEOUT_SECONDS)
-        bulk_insert(Order, ORDER_FIELDS,
-                    [(r.order_id, r.user_id, sku_id, r.quantity, Order.Status.PENDING_PAYMENT, r.idempotency_key, "",
-                      Order.Bucket.LOCKED, _from_ms(r.reserved_ms), now, expires_at, None, now)
-                     for r in decision.accepted]
-                    # a refusal keeps its key unless the key belongs to the other order already
-                    + [(r.order_id, r.user_id, sku_id, r.quantity, Order.Status.FAILED,
-                        None if why == KEY_REFUSAL else r.idempotency_key, why, Order.Bucket.NONE,
-                        _from_ms(r.reserved_ms), now, None, now, now)
-                       for r, why in decision.refused])
+        _orders_insert(sku_id, decision, now)
     if decision.refused:
         logger.warning("confirm of %s refused %d reservation(s): %s", sku_id, len(decision.refused),
                        [(r.order_id, why) for r, why in decision.refused[:20]])
     return decision
 
 
-ORDER_FIELDS = ("order_id", "user", "sku", "quantity", "status", "idempotency_key", "failure_reason", "bucket",
-                "created_at", "confirmed_at", "expires_at", "closed_at", "updated_at")
+class DecidedMeanwhile(Exception):
+    """An undo or a replay decided some of the batch between the confirm's read
+    and its write: the transaction is rolled back and the batch read again."""
+
+
+def _decisions_record(sku_id: str, decision: Decision, now: datetime) -> None:
+    earlier = reservation_decisions_record(now=now, decisions=(
+        [DecisionRecord(r.order_id, sku_id, Outcome.CONFIRMED, actor=f"user:{r.user_id}") for r in decision.accepted]
+        + [DecisionRecord(r.order_id, sku_id, refusal_outcome(why), reason=why, actor=f"user:{r.user_id}")
+           for r, why in decision.refused]))
+    if earlier:
+        raise DecidedMeanwhile(sorted(earlier))
+
+
+# Only the columns the confirm sets; the others take the model's defaults (core.db.Insert).
+_ORDER_INSERT = db.Insert(Order, ("order_id", "user", "sku", "quantity", "status", "idempotency_key",
+                                  "failure_reason", "bucket", "created_at", "confirmed_at", "expires_at",
+                                  "closed_at", "updated_at"))
+
+
+def _orders_insert(sku_id: str, decision: Decision, now: datetime) -> None:
+    expires_at = now + timedelta(seconds=settings.SECKILL_PAYMENT_TIMEOUT_SECONDS)
+
+    def row(r: Reservation, **kw) -> dict:
+        return {"order_id": r.order_id, "user": r.user_id, "sku": sku_id, "quantity": r.quantity,
+                "created_at": _from_ms(r.reserved_ms), "confirmed_at": now, "updated_at": now, **kw}
+
+    _ORDER_INSERT.run(
+        [row(r, status=Order.Status.PENDING_PAYMENT, idempotency_key=r.idempotency_key, failure_reason="",
+             bucket=Order.Bucket.LOCKED, expires_at=expires_at, closed_at=None) for r in decision.accepted]
+        # a refusal keeps its key unless the key belongs to the other order already
+        + [row(r, status=Order.Status.FAILED, idempotency_key=None if why == KEY_REFUSAL else r.idempotency_key,
+               failure_reason=why, bucket=Order.Bucket.NONE, expires_at=None, closed_at=now)
+           for r, why in decision.refused])
 
 
 @dataclass(frozen=True)
@@ -240,21 +273,21 @@ def reservations_confirm(*, reservations: Sequence[Reservation],
 
 def _confirm_batch(sku_id: str, own: list[Reservation], idle) -> ConfirmOutcome:
     try:
-        states, claimed = redis_store.claim(sku_id=sku_id, order_ids=[r.order_id for r in own])
-    except redis_store.RedisError as exc:
+        states, held = gate.hold(sku_id=sku_id, order_ids=[r.order_id for r in own])
+    except RedisError as exc:
         # Redis is away: the message bodies are the copy, and MySQL's order ids,
-        # release records and conditional UPDATE keep the confirm exact.
+        # reservation decisions and conditional UPDATE keep the confirm exact.
         # Settling waits for Redis (the orphan sweep settles what it finds).
         logger.warning("Redis unavailable (%r): confirming %d reservation(s) from their messages", exc, len(own))
-        states, claimed = {r.order_id: redis_store.Claim.MISSING for r in own}, []
-    batch = claimed + [r for r in own if states[r.order_id] is redis_store.Claim.MISSING]
+        states, held = {r.order_id: Hold.MISSING for r in own}, []
+    batch = held + [r for r in own if states[r.order_id] is Hold.MISSING]
     if not batch:
         return ConfirmOutcome(sku_id)
     decision, dead = _decide_splitting(sku_id, batch, idle)
     try:
-        redis_store.settle(sku_id=sku_id, confirmed=decision.settle_confirmed, failed=decision.settle_failed,
-                           given_back=decision.settle_given_back + dead)
-    except redis_store.RedisError as exc:  # committed in MySQL; the orphan sweep settles it later
+        gate.settle(sku_id=sku_id, confirmed=decision.settle_confirmed, failed=decision.settle_failed,
+                    given_back=decision.settle_given_back + dead)
+    except RedisError as exc:  # committed in MySQL; the orphan sweep settles it later
         logger.warning("settle of %d reservation(s) of %s deferred: %r", len(batch), sku_id, exc)
     return ConfirmOutcome(sku_id, len(decision.settle_confirmed), len(decision.settle_failed), len(dead))
 
@@ -266,9 +299,10 @@ def _decide_splitting(sku_id: str, batch: list[Reservation], idle) -> tuple[Deci
     def attempt() -> Decision:
         try:
             return confirm_in_mysql(sku_id=sku_id, batch=batch)
-        except IntegrityError:
-            # A release record may have landed between the read and the write:
-            # read again once before treating it as this batch's own fault.
+        except (DecidedMeanwhile, IntegrityError):
+            # An undo or a replay decided some of the batch between the read and
+            # the write (or a key's order landed): read again once before
+            # treating it as this batch's own fault.
             return confirm_in_mysql(sku_id=sku_id, batch=batch)
 
     try:
@@ -279,7 +313,7 @@ def _decide_splitting(sku_id: str, batch: list[Reservation], idle) -> tuple[Deci
         if len(batch) == 1:
             r = batch[0]
             logger.error("reservation %s of %s cannot be confirmed: %r", r.order_id, sku_id, exc)
-            dead_letter_record(task_name="confirm", payload={
+            dead_letter_record(task_name=CONFIRM_KIND, payload={
                 "order_id": r.order_id, "sku_id": r.sku_id, "user_id": r.user_id, "quantity": r.quantity,
                 "idempotency_key": r.idempotency_key, "reserved_ms": r.reserved_ms, "epoch": r.epoch},
                 reason=f"{exc.__class__.__name__}: {exc}")
@@ -299,7 +333,7 @@ def reservations_settle_known(*, sku_id: str, states: dict[str, tuple[str, str]]
     committed but its process died before settling)."""
     decision = Decision()
     for order_id, (status, reason) in states.items():
-        known_outcome(decision, order_id, status, reason)
-    redis_store.settle(sku_id=sku_id, confirmed=decision.settle_confirmed, failed=decision.settle_failed,
-                       given_back=decision.settle_given_back)
+        known_outcome(decision, order_id, order_outcome(status, reason))
+    gate.settle(sku_id=sku_id, confirmed=decision.settle_confirmed, failed=decision.settle_failed,
+                given_back=decision.settle_given_back)
     return decision

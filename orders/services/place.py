@@ -10,14 +10,18 @@ from django.conf import settings
 
 from accounts import token_cache
 from accounts.token_cache import KeyClaim
-from core.redis import run_together
-from inventory import messages, redis_store
 from core.errors import (
     IdempotencyKeyReused, LimitReached, SaleNotActive, SkuNotFound, SoldOut, Unavailable,
 )
-from inventory.redis_store import Release, Reserve, ReserveResult
-from inventory.services.skus import Warm, stock_warm
-from inventory.services.stock import reservation_release_record
+from core.redis import RedisError, run_together
+from inventory import messages
+from inventory.domain import Reservation
+from inventory.redis import gate
+from inventory.redis.gate import ReserveResult
+from inventory.redis.keys import ReleaseOutcome, Reserve
+from inventory.services.snapshots import Warm, stock_warm
+from inventory.models import ReservationDecision
+from inventory.services.decisions import reservation_release_record
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +78,10 @@ def order_place(*, user_id: int, token: str, sku_id: str, quantity: int, idempot
         won, raw = run_together(
             token_cache.key_claim_call(token=token, idempotency_key=idempotency_key, quantity=quantity,
                                        order_id=order_id, sku_id=sku_id),
-            redis_store.reserve_call(sku_id=sku_id, user_id=user_id, quantity=quantity,
-                                     idempotency_key=idempotency_key, order_id=order_id))
-        other, result = token_cache.key_claim_result(won), redis_store.reserve_result(raw)
-    except redis_store.RedisError as exc:
+            gate.reserve_call(sku_id=sku_id, user_id=user_id, quantity=quantity,
+                              idempotency_key=idempotency_key, order_id=order_id))
+        other, result = token_cache.key_claim_result(won), gate.reserve_result(raw)
+    except RedisError as exc:
         _unavailable_after_redis_error(click, order_id, exc)
     if other is not None:
         # Another request with this key claimed it first: ours took stock for
@@ -94,9 +98,9 @@ def _place_again(click: _Click, prior: KeyClaim) -> PlacedOrder:
     if prior.sku_id != click.sku_id or prior.quantity != click.quantity:
         raise IdempotencyKeyReused(order_id=prior.order_id)
     try:
-        result = redis_store.reserve(sku_id=click.sku_id, user_id=click.user_id, quantity=click.quantity,
-                                     idempotency_key=click.key, order_id=prior.order_id)
-    except redis_store.RedisError as exc:
+        result = gate.reserve(sku_id=click.sku_id, user_id=click.user_id, quantity=click.quantity,
+                              idempotency_key=click.key, order_id=prior.order_id)
+    except RedisError as exc:
         _unavailable_after_redis_error(click, prior.order_id, exc)
     if result.code is Reserve.RETIRED:
         # The first request with this key was answered 503 and its claim
@@ -113,8 +117,8 @@ def _finish(click: _Click, order_id: str, result: ReserveResult) -> PlacedOrder:
     if result.code is Reserve.NOT_WARMED:
         result = _warm_and_reserve(click, order_id)
     if result.code is Reserve.OK:
-        reservation = redis_store.Reservation(order_id, click.sku_id, click.user_id, click.quantity, click.key,
-                                              result.reserved_ms, result.epoch)
+        reservation = Reservation(order_id, click.sku_id, click.user_id, click.quantity, click.key,
+                                  result.reserved_ms, result.epoch)
         _publish_or_release(click, reservation)
         return PlacedOrder(order_id, click.sku_id, click.quantity, created=True, reserved_ms=result.reserved_ms)
     if result.code is Reserve.DUPLICATE:
@@ -122,7 +126,7 @@ def _finish(click: _Click, order_id: str, result: ReserveResult) -> PlacedOrder:
             # The first request with this key may still undo its take (its
             # publish under way or failing): answer once it has decided, so a
             # 202 here never names an order its own request then gives up.
-            time.sleep(min(result.wait_ms, redis_store.decision_window_ms()) / 1000)
+            time.sleep(min(result.wait_ms, gate.decision_window_ms()) / 1000)
             first = KeyClaim(order_id=result.order_id, sku_id=click.sku_id, quantity=click.quantity, claimed_ms=0)
             return _place_again(replace(click, waited=True), first)
         return PlacedOrder(result.order_id, click.sku_id, click.quantity, created=False, reserved_ms=0)
@@ -157,13 +161,13 @@ def _warm_and_reserve(click: _Click, order_id: str) -> ReserveResult:
             return ReserveResult(Reserve.FENCED)
         if warm is Warm.RETIRED:  # ended, its keys dropped by retention: closed, not lost
             return ReserveResult(Reserve.NOT_ACTIVE)
-        return redis_store.reserve(sku_id=click.sku_id, user_id=click.user_id, quantity=click.quantity,
-                                   idempotency_key=click.key, order_id=order_id)
-    except redis_store.RedisError as exc:
+        return gate.reserve(sku_id=click.sku_id, user_id=click.user_id, quantity=click.quantity,
+                            idempotency_key=click.key, order_id=order_id)
+    except RedisError as exc:
         _unavailable_after_redis_error(click, order_id, exc)
 
 
-def _publish_or_release(click: _Click, reservation: redis_store.Reservation) -> None:
+def _publish_or_release(click: _Click, reservation: Reservation) -> None:
     """The 202 needs the broker's confirm within the budget. Otherwise the take
     is undone, unless a consumer already holds it or MySQL already confirmed it
     (the broker stored the message after all): then the order goes on and the
@@ -185,10 +189,10 @@ def _undo(click: _Click, order_id: str) -> bool:
     """Undo a take whose message may or may not exist. Returns False when the
     order goes on after all (a consumer holds it, or MySQL confirmed it)."""
     outcome = _release_quietly(click.sku_id, order_id)
-    if outcome in (Release.CLAIMED, Release.DONE):
+    if outcome in (ReleaseOutcome.HELD, ReleaseOutcome.DONE):
         return False
     try:
-        if not reservation_release_record(reservation=_reservation(click, order_id)):
+        if _release_record(click, order_id) not in (None, ReservationDecision.Outcome.RELEASED):
             return False  # the confirm won the race: the order exists
     except Exception as exc:
         # MySQL away too: the Redis record of the release is all there is.
@@ -197,15 +201,25 @@ def _undo(click: _Click, order_id: str) -> bool:
     return True
 
 
-def _reservation(click: _Click, order_id: str) -> redis_store.Reservation:
-    return redis_store.Reservation(order_id, click.sku_id, click.user_id, click.quantity, click.key, 0)
+def _reservation(click: _Click, order_id: str) -> Reservation:
+    return Reservation(order_id, click.sku_id, click.user_id, click.quantity, click.key, 0)
 
 
-def _release_quietly(sku_id: str, order_id: str) -> Release | None:
+RELEASED_AT_REQUEST = "released at the request: its publish failed"
+
+
+def _release_record(click: _Click, order_id: str) -> str | None:
+    """Decide the reservation released in MySQL; None when this call did, or the
+    outcome decided before (a second undo of the same take finds its own)."""
+    return reservation_release_record(reservation=_reservation(click, order_id), reason=RELEASED_AT_REQUEST,
+                                      actor=f"user:{click.user_id}")
+
+
+def _release_quietly(sku_id: str, order_id: str) -> ReleaseOutcome | None:
     for attempt in range(3):
         try:
-            return redis_store.release(sku_id=sku_id, order_id=order_id)
-        except redis_store.RedisError:
+            return gate.release(sku_id=sku_id, order_id=order_id)
+        except RedisError:
             time.sleep(0.05 * (attempt + 1))
     logger.error("could not release reservation %s of %s", order_id, sku_id)
     return None
@@ -221,7 +235,7 @@ def _unavailable_after_redis_error(click: _Click, order_id: str, exc: Exception)
         outcome = _release_quietly(click.sku_id, order_id)
         if outcome is None:
             try:
-                reservation_release_record(reservation=_reservation(click, order_id))
+                _release_record(click, order_id)
             except Exception as db_exc:
                 logger.error("release of %s not recorded in MySQL: %r", order_id, db_exc)
     _forget(click, order_id)
@@ -230,11 +244,11 @@ def _unavailable_after_redis_error(click: _Click, order_id: str, exc: Exception)
 
 def _never_sent(exc: Exception) -> bool:
     # redis-py words a failed connect as "Error N connecting to host:port."
-    return isinstance(exc, redis_store.RedisError) and "connecting to" in str(exc)
+    return isinstance(exc, RedisError) and "connecting to" in str(exc)
 
 
 def _forget(click: _Click, order_id: str) -> None:
     try:
         token_cache.key_forget(token=click.token, idempotency_key=click.key, order_id=order_id)
-    except redis_store.RedisError:
+    except RedisError:
         pass  # a stale claim sends that key's retries through the gate, which answers them
