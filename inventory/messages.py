@@ -3,8 +3,8 @@
 Confirm messages carry reservations from the gate to the confirm consumer
 (`orders.consumers`). They are not Celery task messages: the body is a small
 signed JSON list, read in bulk by one consumer per queue, because Celery's
-per-message machinery cost more CPU than the confirm itself (README, "The
-confirm consumer"). Gives and sweeps are ordinary Celery tasks, sent by name.
+per-message machinery cost more CPU than the confirm itself (docs/architecture.md,
+"The confirm consumer"). Gives and sweeps are ordinary Celery tasks, sent by name.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from django.conf import settings
 from kombu import Connection, Exchange, Producer, Queue
 
 from inventory import signing
-from inventory.redis_store import Reservation
+from inventory.domain import Reservation
 
 logger = logging.getLogger(__name__)
 
@@ -30,8 +30,21 @@ SIGNATURE_HEADER = "x-seckill-sig"
 KIND_HEADER = "x-seckill-kind"
 FORMAT_VERSION = 1
 
+# The Celery names of the give tasks (inventory.tasks), published from here.
 GIVE_TASK = "inventory.tasks.stock_give_task"
 GIVES_TASK = "inventory.tasks.stock_gives_task"
+
+# A dead letter's kind (DeadLetter.task_name): CONFIRM_KIND or FENCE_KIND for a
+# message of the confirm queue, otherwise the Celery name of the task message.
+# Before issue 18 the give tasks' own refusals wrote short spellings; rows of
+# that time are renamed by migration inventory 0011, and a row an older worker
+# writes during an upgrade still reads as the task it is.
+LEGACY_KINDS = {"stock_give": GIVE_TASK, "stock_gives": GIVES_TASK}
+
+
+def dead_letter_kind(task_name: str) -> str:
+    """The kind a dead letter's stored `task_name` stands for."""
+    return LEGACY_KINDS.get(task_name, task_name)
 
 
 # --- Queues ---------------------------------------------------------------------
@@ -73,7 +86,7 @@ def confirm_encode(reservations: Sequence[Reservation]) -> tuple[bytes, dict[str
 
 def fence_encode(fences: Sequence[tuple[str, str]]) -> tuple[bytes, dict[str, str]]:
     """Fences of SKUs whose snapshot Redis lost: (sku_id, fence token) pairs
-    (inventory.services.skus.stock_fence_pass)."""
+    (inventory.services.snapshots.stock_fence_pass)."""
     body = json.dumps({"v": FORMAT_VERSION, "f": [list(f) for f in fences]}, separators=(",", ":")).encode()
     return body, {SIGNATURE_HEADER: signing.sign_bytes(body), KIND_HEADER: FENCE_KIND}
 
@@ -192,11 +205,11 @@ class _GroupPublisher:
     wakes every request of the message; what arrives meanwhile goes in the next
     one. Nothing waits on purpose: under light load a message carries one
     reservation, under a sale's load many, so the broker, the confirm consumer
-    and the web spend per message, not per click (README, "The selling
-    phase"). Each request keeps its own budget: one that gives up waiting
+    and the web spend per message, not per click (docs/benchmark.md,
+    "The selling phase"). Each request keeps its own budget: one that gives up waiting
     undoes its own reservation exactly as after a failed publish, and a copy
-    of it published after all is refused by the confirm (its log row says
-    released)."""
+    of it published after all is refused by the confirm (its decision says
+    released: inventory.services.decisions)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()

@@ -11,20 +11,21 @@ import logging
 from celery import shared_task
 
 from core.retry import until_done
-from inventory import redis_store, signing
+from inventory import messages, signing
+from inventory.redis import liveness
 from inventory.services import gives, stock
 
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="inventory.tasks.stock_give_task", acks_late=True, reject_on_worker_lost=True)
+@shared_task(name=messages.GIVE_TASK, acks_late=True, reject_on_worker_lost=True)
 def stock_give_task(payload: dict, signature: str) -> str:
     """Apply a give to Redis (MySQL already committed it)."""
     try:
         body = signing.verify(payload, signature)
     except signing.BadSignature as exc:
         logger.error("refused give message: %s", exc)
-        gives.dead_letter_record(task_name="stock_give", payload={"args": [payload, signature]},
+        gives.dead_letter_record(task_name=messages.GIVE_TASK, payload={"args": [payload, signature]},
                                  reason=f"refused: {exc}")
         return "refused"
     try:
@@ -37,14 +38,14 @@ def stock_give_task(payload: dict, signature: str) -> str:
     return outcome.name.lower()
 
 
-@shared_task(name="inventory.tasks.stock_gives_task", acks_late=True, reject_on_worker_lost=True)
+@shared_task(name=messages.GIVES_TASK, acks_late=True, reject_on_worker_lost=True)
 def stock_gives_task(body: dict, signature: str) -> dict:
     """Apply a list of gives to Redis (MySQL already committed them)."""
     try:
         gives_list = signing.verify(body, signature)["gives"]
     except (signing.BadSignature, KeyError) as exc:
         logger.error("refused gives message: %s", exc)
-        gives.dead_letter_record(task_name="stock_gives", payload={"args": [body, signature]},
+        gives.dead_letter_record(task_name=messages.GIVES_TASK, payload={"args": [body, signature]},
                                  reason=f"refused: {exc}")
         return {"refused": 1}
     try:
@@ -53,22 +54,35 @@ def stock_gives_task(body: dict, signature: str) -> dict:
         return {"deferred": 1}  # left pending: the resend sweep sends them again
 
 
-@shared_task(name="inventory.tasks.outbox_relay_task", expires=60)
+# Names of the sweeps beat sends (reconciliation.schedule stores them in its rows).
+OUTBOX_RELAY_TASK = "inventory.tasks.outbox_relay_task"
+FREEZES_RESOLVE_TASK = "inventory.tasks.stock_freezes_resolve_task"
+DEAD_LETTERS_COLLECT_TASK = "inventory.tasks.dead_letters_collect_task"
+
+
+@shared_task(name=OUTBOX_RELAY_TASK, expires=60)
 def outbox_relay_task() -> dict:
     """Beat: send outbox rows the after-commit relay did not (process died,
-    broker down), send again gives that never reached Redis, and resolve
-    freezes whose process died halfway."""
+    broker down), and send again gives that never reached Redis."""
     resent = gives.gives_resend_lost()
     sent = gives.outbox_relay(older_than_s=2)
+    liveness.sweep_ran(task=OUTBOX_RELAY_TASK)
+    return {"sent": sent, "lost_gives": len(resent)}
+
+
+@shared_task(name=FREEZES_RESOLVE_TASK, expires=60)
+def stock_freezes_resolve_task() -> int:
+    """Beat: cancel freezes whose process died between their intent and their
+    MySQL move (inventory.services.stock.stock_freezes_resolve)."""
     resolved = stock.stock_freezes_resolve()
-    redis_store.sweep_ran(task="inventory.tasks.outbox_relay_task")
-    return {"sent": sent, "lost_gives": len(resent), "freezes_resolved": resolved}
+    liveness.sweep_ran(task=FREEZES_RESOLVE_TASK)
+    return resolved
 
 
-@shared_task(name="inventory.tasks.dead_letters_collect_task", expires=60)
+@shared_task(name=DEAD_LETTERS_COLLECT_TASK, expires=60)
 def dead_letters_collect_task() -> int:
     """Beat: move messages RabbitMQ dead-lettered (delivery limit, rejected) into
     the DeadLetter table, where ops see them in the admin."""
     moved = gives.dead_letters_collect()
-    redis_store.sweep_ran(task="inventory.tasks.dead_letters_collect_task")
+    liveness.sweep_ran(task=DEAD_LETTERS_COLLECT_TASK)
     return moved

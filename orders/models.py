@@ -32,19 +32,23 @@ class Order(models.Model):
     MOVING_STATUSES = (Status.PAID, Status.CANCELLED, Status.EXPIRED)
 
     order_id = models.CharField(verbose_name=_("order id"), max_length=64, primary_key=True)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, verbose_name=_("user"), on_delete=models.PROTECT, related_name="seckill_orders")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, verbose_name=_("user"), on_delete=models.PROTECT,
+                             related_name="seckill_orders")
     sku = models.ForeignKey("inventory.Sku", verbose_name=_("sku"), on_delete=models.PROTECT, related_name="orders")
     quantity = models.PositiveIntegerField(verbose_name=_("quantity"))
-    status = models.CharField(verbose_name=_("status"), max_length=16, choices=Status.choices, default=Status.PROCESSING)
+    status = models.CharField(verbose_name=_("status"), max_length=16, choices=Status.choices,
+                              default=Status.PROCESSING)
     # NULL only for an order refused because the same key already made another
     # order (possible only after Redis lost its idempotency records).
     # Binary collation: a key is an opaque, case-sensitive string (API.md), and
     # MySQL must compare it exactly as Redis does.
-    idempotency_key = models.CharField(verbose_name=_("idempotency key"), max_length=64, null=True, blank=True, db_collation="utf8mb4_bin")
+    idempotency_key = models.CharField(verbose_name=_("idempotency key"), max_length=64, null=True, blank=True,
+                                       db_collation="utf8mb4_bin")
     failure_reason = models.CharField(verbose_name=_("failure reason"), max_length=64, blank=True, default="")
     bucket = models.CharField(verbose_name=_("bucket"), max_length=10, choices=Bucket.choices, default=Bucket.LOCKED)
     # The payment provider's id (unique): a webhook delivered twice pays once.
-    payment_id = models.CharField(verbose_name=_("payment id"), max_length=128, null=True, blank=True, unique=True, db_collation="utf8mb4_bin")
+    payment_id = models.CharField(verbose_name=_("payment id"), max_length=128, null=True, blank=True, unique=True,
+                                  db_collation="utf8mb4_bin")
     created_at = models.DateTimeField(verbose_name=_("created at"), help_text="When Redis accepted the reservation.")
     confirmed_at = models.DateTimeField(verbose_name=_("confirmed at"), null=True, blank=True)
     expires_at = models.DateTimeField(verbose_name=_("expires at"), null=True, blank=True)
@@ -54,6 +58,8 @@ class Order(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-order_id"]
+        verbose_name = _("order")
+        verbose_name_plural = _("orders")
         indexes = [
             models.Index(fields=["user", "created_at"], name="order_user_time"),
             models.Index(fields=["status", "expires_at"], name="order_status_expiry"),

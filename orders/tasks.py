@@ -2,11 +2,14 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from inventory import redis_store
+from inventory.redis import liveness
 from orders.services import life
 
 
-@shared_task(name="orders.tasks.orders_expire_task", expires=60)
+ORDERS_EXPIRE_TASK = "orders.tasks.orders_expire_task"  # beat's name for it (reconciliation.schedule)
+
+
+@shared_task(name=ORDERS_EXPIRE_TASK, expires=60)
 def orders_expire_task() -> int:
     """Beat: expire unpaid orders past their payment window (in batches)."""
     total = 0
@@ -14,5 +17,5 @@ def orders_expire_task() -> int:
         n = life.orders_expire(limit=200)
         total += n
         if n < 200:
-            redis_store.sweep_ran(task="orders.tasks.orders_expire_task")
+            liveness.sweep_ran(task=ORDERS_EXPIRE_TASK)
             return total

@@ -22,6 +22,8 @@ class ReconciliationRun(models.Model):
 
     class Meta:
         ordering = ["-started_at", "-id"]
+        verbose_name = _("reconciliation run")
+        verbose_name_plural = _("reconciliation runs")
         indexes = [models.Index(fields=["started_at"], name="recon_run_time")]
 
     def __str__(self) -> str:
@@ -43,7 +45,8 @@ class SkuReconciliation(models.Model):
         ALERT = "alert", _("Alert for ops")
         REBUILT = "rebuilt", _("Snapshot rebuilt")
     run = models.ForeignKey(ReconciliationRun, verbose_name=_("run"), on_delete=models.CASCADE, related_name="rows")
-    sku = models.ForeignKey("inventory.Sku", verbose_name=_("sku"), on_delete=models.PROTECT, related_name="reconciliations")
+    sku = models.ForeignKey("inventory.Sku", verbose_name=_("sku"), on_delete=models.PROTECT,
+                            related_name="reconciliations")
     redis_available = models.BigIntegerField(verbose_name=_("redis available"), null=True)
     mysql_available = models.BigIntegerField(verbose_name=_("mysql available"))
     mysql_total = models.BigIntegerField(verbose_name=_("mysql total"))
@@ -58,6 +61,8 @@ class SkuReconciliation(models.Model):
 
     class Meta:
         ordering = ["sku_id"]
+        verbose_name = _("SKU reconciliation")
+        verbose_name_plural = _("SKU reconciliations")
         indexes = [models.Index(fields=["sku", "run"], name="recon_sku_run")]
 
 
@@ -66,6 +71,7 @@ class Finding(models.Model):
         ORPHAN_REPUBLISHED = "orphan_republished", _("Orphan reservation: confirm published again")
         INFLIGHT_SETTLED = "inflight_settled", _("Confirmed order still in flight: settled")
         OUTBOX_RESENT = "outbox_resent", _("Stale outbox message: sent again")
+        FREEZES_CANCELLED = "freezes_cancelled", _("Unfinished freeze: cancelled")
         DRIFT_LOWERED = "drift_lowered", _("Redis above MySQL: lowered")
         DRIFT_RAISED = "drift_raised", _("Redis below MySQL, stable: raised")
         DRIFT_ALERT = "drift_alert", _("Drift that cannot be repaired safely")
@@ -82,6 +88,8 @@ class Finding(models.Model):
 
     class Meta:
         ordering = ["id"]
+        verbose_name = _("finding")
+        verbose_name_plural = _("findings")
 
 
 class Alert(models.Model):
@@ -89,15 +97,18 @@ class Alert(models.Model):
     before anything is sent (its unique key refuses a second sender), so an
     alert goes out at most once, even with two runs at the same time."""
 
-    finding = models.OneToOneField(Finding, verbose_name=_("finding"), on_delete=models.CASCADE, null=True, blank=True, related_name="alert")
-    dead_letter = models.OneToOneField("inventory.DeadLetter", verbose_name=_("dead letter"), on_delete=models.CASCADE, null=True, blank=True,
-                                       related_name="alert")
+    finding = models.OneToOneField(Finding, verbose_name=_("finding"), on_delete=models.CASCADE, null=True, blank=True,
+                                   related_name="alert")
+    dead_letter = models.OneToOneField("inventory.DeadLetter", verbose_name=_("dead letter"), on_delete=models.CASCADE,
+                                       null=True, blank=True, related_name="alert")
     created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
     # What the channels answered; a failure is recorded, never retried.
     outcome = models.CharField(verbose_name=_("outcome"), max_length=255, blank=True, default="")
 
     class Meta:
         ordering = ["-id"]
+        verbose_name = _("alert")
+        verbose_name_plural = _("alerts")
         constraints = [models.CheckConstraint(
             condition=models.Q(finding__isnull=False) | models.Q(dead_letter__isnull=False),
             name="alert_has_subject")]

@@ -8,7 +8,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from inventory import redis_store
+from inventory.redis import live as redis_live, snapshots as redis_snapshots
 from inventory.models import Sku
 from orders.models import Order, PaymentRefund
 from reconciliation import charts
@@ -79,9 +79,12 @@ def metrics_lines() -> list[str]:
         "# HELP seckill_reconciliation_orphans_total Orphan reservations published again.",
         "# TYPE seckill_reconciliation_orphans_total counter",
         f"seckill_reconciliation_orphans_total {totals['orphans'] or 0}",
-        "# HELP seckill_dead_letters Messages waiting in the dead-letter table.",
+        "# HELP seckill_dead_letters Dead letters waiting for ops (neither replayed nor discarded).",
         "# TYPE seckill_dead_letters gauge",
-        f"seckill_dead_letters {DeadLetter.objects.count()}",
+        f"seckill_dead_letters {dead_letters_count()}",
+        "# HELP seckill_dead_letters_resolved Dead letters replayed or discarded, kept until their retention.",
+        "# TYPE seckill_dead_letters_resolved gauge",
+        f"seckill_dead_letters_resolved {DeadLetter.objects.exclude(status=DeadLetter.Status.OPEN).count()}",
         "# HELP seckill_payment_refunds_open Provider captures recorded as refunds and not closed yet.",
         "# TYPE seckill_payment_refunds_open gauge",
         f"seckill_payment_refunds_open {PaymentRefund.objects.filter(status=PaymentRefund.Status.TO_REFUND).count()}",
@@ -134,8 +137,8 @@ def live_skus(*, limit: int = LIVE_SKU_LIMIT) -> list[Sku]:
 @dataclass(frozen=True)
 class LiveRow:
     sku: Sku
-    live: redis_store.LiveStock | None
-    inflight: redis_store.InflightFigures
+    live: redis_live.LiveStock | None
+    inflight: redis_live.InflightFigures
     orders_by_status: dict[str, int]
     check: SkuReconciliation | None  # the latest reconciliation row of this SKU
     now_ms: int
@@ -204,9 +207,9 @@ def live_rows() -> tuple[list[LiveRow], int]:
     latest_ids = (SkuReconciliation.objects.filter(sku_id__in=ids).values("sku_id")
                   .annotate(last=Max("pk")).values("last"))
     checks = {c.sku_id: c for c in SkuReconciliation.objects.filter(pk__in=latest_ids).select_related("run")}
-    live, inflight, now_ms = redis_store.inflight_figures(
+    live, inflight, now_ms = redis_live.inflight_figures(
         sku_ids=ids, exact_upto=LIVE_LAG_EXACT_UPTO, candidates=LIVE_LAG_CANDIDATES)
-    fenced = redis_store.fences_standing(sku_ids=[s for s in ids if live.get(s) is None])
+    fenced = redis_snapshots.fences_standing(sku_ids=[s for s in ids if live.get(s) is None])
     rows = [LiveRow(s, live.get(s.sku_id), inflight[s.sku_id], counts.get(s.sku_id, {}), checks.get(s.sku_id),
                     now_ms, s.sku_id in fenced) for s in skus]
     return sorted(rows, key=lambda r: r.sku.sku_id), now_ms

@@ -12,11 +12,13 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from inventory import messages, redis_store, selectors as inventory_selectors
+from inventory import messages, selectors as inventory_selectors
+from inventory.redis import gate, live as redis_live, snapshots as redis_snapshots
 from inventory.models import DeadLetter, InventoryLog, Sku
 from inventory.services import gives as give_services, stock as stock_services
 from inventory.services.locks import skus_lock
-from inventory.services.skus import Warm, sku_sale_data_push, stock_warm
+from inventory.services.skus import sku_sale_data_push
+from inventory.services.snapshots import Warm, stock_warm
 from orders import selectors as order_selectors
 from orders.models import Order
 from orders.services.confirm import reservations_settle_known
@@ -41,18 +43,18 @@ def orphans_recover(*, sku_ids: list[str] | None = None, cap: int | None = None,
     Its message may be lost (web process killed between the Lua call and the
     publish, broker lost it, it was dead-lettered while a store was down). A
     reservation that is merely slow is not republished again before its next
-    deadline, which moves further out as it ages (redis_store.due); at most
+    deadline, which moves further out as it ages (gate.due); at most
     `cap` per SKU per sweep, in messages of a bounded size. An order MySQL
     already has is settled instead.
     """
     cap = cap or settings.SECKILL_ORPHAN_SWEEP_CAP
     sweep = OrphanSweep()
     sku_ids = sku_ids if sku_ids is not None else inventory_selectors.sku_ids_sweepable()
-    # A fence never listed is a message never sent, too (redis_store.fences_relist).
-    if redis_store.fences_relist(sku_ids=sku_ids):
+    # A fence never listed is a message never sent, too (redis_snapshots.fences_relist).
+    if redis_snapshots.fences_relist(sku_ids=sku_ids):
         logger.warning("orphan sweep: listed a fence again")
     for sku_id in sku_ids:
-        due = redis_store.due(sku_id=sku_id, cap=cap, ahead_ms=int(ahead_s * 1000))
+        due = gate.due(sku_id=sku_id, cap=cap, ahead_ms=int(ahead_s * 1000))
         if not due:
             continue
         ids = [r.order_id for r in due]
@@ -108,7 +110,7 @@ def sku_measure(*, sku_id: str) -> Measure | None:
             return None
         gives = inventory_selectors.pending_gives(sku_id=sku_id)
         freezes = inventory_selectors.pending_freezes(sku_id=sku_id)
-        seen = redis_store.observe(sku_id=sku_id, op_ids=[g.op_id for g in gives] + [f.op_id for f in freezes])
+        seen = gate.observe(sku_id=sku_id, op_ids=[g.op_id for g in gives] + [f.op_id for f in freezes])
         if seen.available is None:
             return Measure(sku, None)
         ids = [r.order_id for r in seen.inflight]
@@ -117,7 +119,7 @@ def sku_measure(*, sku_id: str) -> Measure | None:
         for i in range(0, len(ids), STATE_CHUNK):
             taken |= set(Order.objects.filter(pk__in=ids[i:i + STATE_CHUNK]).exclude(status=Order.Status.FAILED)
                          .values_list("order_id", flat=True))
-        version = redis_store.live_stock(sku_id=sku_id)
+        version = redis_live.live_stock(sku_id=sku_id)
     in_flight = sum(r.quantity for r in seen.inflight if r.order_id not in taken)
     unapplied = sum(g.quantity for g in gives if not seen.applied.get(g.op_id))
     frozen = sum(f.quantity for f in freezes if seen.applied.get(f.op_id))
@@ -183,6 +185,7 @@ def _run(*, trigger: str, observe_gap_s: float, sku_ids: list[str] | None) -> Re
                                     ids=",".join(sweep.settled)[:20000],
                                     detail=f"{len(sweep.settled)} confirmed order(s) settled in Redis"))
         findings += _resend_stale_gives(run)
+        findings += _cancel_stale_freezes(run)
         for sku_id in live:
             findings += _reconcile_sku(run, sku_id, observe_gap_s)
             run.skus_checked += 1
@@ -203,24 +206,27 @@ def _run(*, trigger: str, observe_gap_s: float, sku_ids: list[str] | None) -> Re
 
 
 REPAIR_KINDS = {Finding.Kind.DRIFT_LOWERED, Finding.Kind.DRIFT_RAISED, Finding.Kind.SNAPSHOT_REBUILT,
-                Finding.Kind.OUTBOX_RESENT}
+                Finding.Kind.OUTBOX_RESENT, Finding.Kind.FREEZES_CANCELLED}
 
 
 def _resend_stale_gives(run: ReconciliationRun) -> list[Finding]:
     """Gives whose message was lost or found no snapshot (log row still pending),
-    unsent outbox rows past their deadline, freezes whose process died: send
-    again, resolve."""
+    and unsent outbox rows past their deadline: send again."""
     lost = give_services.gives_resend_lost()
     sent = give_services.outbox_relay(older_than_s=30)
+    if not (lost or sent):
+        return []
+    return [Finding(run=run, kind=Finding.Kind.OUTBOX_RESENT, repaired=sent > 0, ids=",".join(lost)[:20000],
+                    detail=f"{len(lost)} give(s) not applied in Redis, {sent} outbox message(s) sent again")]
+
+
+def _cancel_stale_freezes(run: ReconciliationRun) -> list[Finding]:
+    """Freezes whose process died between their intent and their MySQL move: cancelled."""
     resolved = stock_services.stock_freezes_resolve()
-    out = []
-    if lost or sent:
-        out.append(Finding(run=run, kind=Finding.Kind.OUTBOX_RESENT, repaired=sent > 0, ids=",".join(lost)[:20000],
-                           detail=f"{len(lost)} give(s) not applied in Redis, {sent} outbox message(s) sent again"))
-    if resolved:
-        out.append(Finding(run=run, kind=Finding.Kind.OUTBOX_RESENT, repaired=True,
-                           detail=f"{resolved} unfinished freeze(s) cancelled"))
-    return out
+    if not resolved:
+        return []
+    return [Finding(run=run, kind=Finding.Kind.FREEZES_CANCELLED, repaired=True,
+                    detail=f"{resolved} unfinished freeze(s) cancelled")]
 
 
 def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Finding]:
@@ -280,7 +286,7 @@ def _repair(run: ReconciliationRun, sku_id: str, delta: int, why: str, observati
     """One idempotent change in Redis, keyed by run, SKU and observation (a call
     repeated after a lost reply applies once), and its REPAIR log row."""
     repair_id = f"repair:{run.pk}:{sku_id}:{observation}"
-    after = redis_store.adjust_available(sku_id=sku_id, repair_id=repair_id, delta=delta)
+    after = gate.adjust_available(sku_id=sku_id, repair_id=repair_id, delta=delta)
     InventoryLog.objects.create(
         sku_id=sku_id, operation=InventoryLog.Operation.REPAIR, quantity=abs(delta), op_id=repair_id[:64],
         status=InventoryLog.Status.SUCCESS, actor="reconciliation",

@@ -11,8 +11,8 @@ it settled for SECKILL_DONE_MARKER_SECONDS. Deciding by that marker made the
 same letter a refusal within the hour and an order after it. So the outcome is
 decided by MySQL's record and the stock, reservation by reservation:
 
-- MySQL already decided it (a sale log row: an order, a refusal, a release):
-  nothing to do, the consumer would say the same.
+- MySQL already decided it (its ReservationDecision: an order, a refusal, a
+  release): nothing to do, the consumer would say the same.
 - Redis still holds it in flight (RabbitMQ dead-lettered the message): its unit
   is still taken; publish it again and the consumer decides.
 - Otherwise, whether Redis still marks it settled or has forgotten it: its
@@ -21,9 +21,9 @@ decided by MySQL's record and the stock, reservation by reservation:
   gate takes, drop the settled marker so the consumer does not skip it, and
   publish; the consumer makes the order (or a FAILED refusal for the reasons
   any confirm has). Not enough units left in Redis (sold to somebody else
-  meanwhile): a refused sale log row with that reason, which also makes any
-  later copy of the confirm a no-op (the consumer reads a sale log row without
-  an order as "released"), and the buyer orders again. At worst Redis ends
+  meanwhile): it is decided released (inventory.services.decisions, with a
+  `fail` sale log row for the audit), which also makes any later copy of the
+  confirm a no-op, and the buyer orders again. At worst Redis ends
   below MySQL for a while (a take the consumer then refuses), which
   reconciliation repairs; never above it.
 
@@ -37,15 +37,18 @@ import json
 import logging
 from dataclasses import dataclass, field
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from kombu.exceptions import KombuError
 
 from core.errors import DomainError, Unavailable
-from inventory import messages, redis_store, signing
-from inventory.models import DeadLetter, InventoryLog, Sku
-from inventory.redis_store import Reservation
+from core.redis import RedisError
+from inventory import messages, selectors, signing
+from inventory.redis import gate, keys as redis_keys
+from inventory.models import DeadLetter, Sku
+from inventory.domain import Reservation
+from inventory.services.decisions import reservation_release_record
 
 logger = logging.getLogger(__name__)
 
@@ -127,9 +130,12 @@ def _reservations(letter: DeadLetter) -> list[Reservation]:
     raise DeadLetterNotReplayable(_("This confirm dead letter carries no reservation."))
 
 
-def _gives(letter: DeadLetter) -> list[dict]:
-    """The gives of a give task dead letter, their signature checked again."""
-    body = (letter.payload or {}).get("body")
+def _gives(letter: DeadLetter, *, kind: str) -> list[dict]:
+    """The gives of a give task dead letter, their signature checked again: the
+    task message RabbitMQ dead-lettered (`body`), or the arguments the task
+    itself refused (`args`)."""
+    p = letter.payload or {}
+    body = p.get("body", p)
     if isinstance(body, str):
         try:
             body = json.loads(body)
@@ -139,32 +145,22 @@ def _gives(letter: DeadLetter) -> list[dict]:
         args = body[0] if isinstance(body, (list, tuple)) else body["args"]
         payload, signature = args[0], args[1]
         signing.verify(payload, signature)
+        return list(payload["gives"]) if kind == messages.GIVES_TASK else [payload]
     except (KeyError, IndexError, TypeError) as exc:
         raise DeadLetterNotReplayable(_("The task body is not readable.")) from exc
     except signing.BadSignature as exc:
         raise DeadLetterNotReplayable(_("The task's signature does not match: it is not replayed.")) from exc
-    return list(payload["gives"]) if letter.task_name == messages.GIVES_TASK else [payload]
 
 
 def _refuse(r: Reservation, *, actor: str, why: str) -> bool:
-    """The logged refusal of a reservation that cannot be honoured; False when
-    MySQL decided it meanwhile (its sale row exists)."""
-    try:
-        with transaction.atomic():
-            InventoryLog.objects.create(
-                sku_id=r.sku_id, operation=InventoryLog.Operation.DECR, quantity=r.quantity, order_id=r.order_id,
-                op_id=r.order_id, status=InventoryLog.Status.FAIL, reason=f"dead letter replay: {why}"[:255],
-                actor=actor[:150])
-        return True
-    except IntegrityError:
-        return False
+    """Decide released a reservation that cannot be honoured; False when MySQL
+    decided it otherwise meanwhile."""
+    return reservation_release_record(reservation=r, reason=f"dead letter replay: {why}", actor=actor) is None
 
 
 def _replay_confirm(letter: DeadLetter, *, actor: str, out: ReplayOutcome) -> None:
     reservations = _reservations(letter)
-    decided = set(InventoryLog.objects.filter(
-        operation=InventoryLog.Operation.DECR, order_id__in=[r.order_id for r in reservations])
-        .values_list("order_id", flat=True))
+    decided = set(selectors.reservation_decisions(order_ids=[r.order_id for r in reservations]))
     known_skus = set(Sku.objects.filter(pk__in={r.sku_id for r in reservations}).values_list("pk", flat=True))
     to_publish: list[Reservation] = []
     for r in reservations:
@@ -173,23 +169,23 @@ def _replay_confirm(letter: DeadLetter, *, actor: str, out: ReplayOutcome) -> No
             continue
         if r.sku_id not in known_skus:
             raise DeadLetterNotReplayable(_("SKU %(sku)s no longer exists in MySQL.") % {"sku": r.sku_id})
-        if redis_store.inflight_find(candidates=[(r.sku_id, r.order_id)]):
+        if gate.inflight_find(candidates=[(r.sku_id, r.order_id)]):
             to_publish.append(r)  # its unit is still taken in Redis
             continue
         # Settled in Redis or forgotten there: the same path, whatever the marker says.
         take = _take_id(letter, r.order_id)
-        if not redis_store.is_applied(sku_id=r.sku_id, op_id=take):
+        if not gate.is_applied(sku_id=r.sku_id, op_id=take):
             # Redis first, as the gate takes, and all or nothing in one script: a
             # check-then-lower would let a sale in between leave Redis above MySQL.
-            after = redis_store.adjust_available(sku_id=r.sku_id, repair_id=take, delta=-r.quantity, whole=True)
-            if after is None and not redis_store.is_applied(sku_id=r.sku_id, op_id=take):
+            after = gate.adjust_available(sku_id=r.sku_id, repair_id=take, delta=-r.quantity, whole=True)
+            if after is None and not gate.is_applied(sku_id=r.sku_id, op_id=take):
                 raise DeadLetterNotReplayable(
                     _("Redis has no snapshot of %(sku)s: warm it, then replay again.") % {"sku": r.sku_id})
-            if after == redis_store.ADJUST_REFUSED:
+            if after == redis_keys.Adjust.REFUSED:
                 why = f"sold out in Redis ({r.quantity} needed)"
                 (out.refused if _refuse(r, actor=actor, why=why) else out.decided_before).append(r.order_id)
                 continue
-        redis_store.settled_forget(sku_id=r.sku_id, order_id=r.order_id)
+        gate.settled_forget(sku_id=r.sku_id, order_id=r.order_id)
         to_publish.append(r)
     if to_publish:
         messages.publish_confirms(to_publish)
@@ -207,19 +203,23 @@ def dead_letter_replay(*, dead_letter_id: int, actor: str) -> ReplayOutcome:
         with transaction.atomic(durable=True):
             letter = _lock_open(dead_letter_id)
             out = ReplayOutcome()
-            if letter.task_name == messages.CONFIRM_KIND:
+            kind = messages.dead_letter_kind(letter.task_name)
+            if kind == messages.CONFIRM_KIND:
                 _replay_confirm(letter, actor=actor, out=out)
-            elif letter.task_name in (messages.GIVES_TASK, messages.GIVE_TASK):
-                gives = _gives(letter)
+            elif kind in (messages.GIVES_TASK, messages.GIVE_TASK):
+                gives = _gives(letter, kind=kind)
                 # The same publish as the outbox relay; a give is idempotent by its op id.
                 messages.publish_gives(gives)
                 out.gives = len(gives)
+            elif kind == messages.FENCE_KIND:
+                raise DeadLetterNotReplayable(
+                    _("A fence is sent again by the confirm consumer for as long as it stands; discard it."))
             else:
                 raise DeadLetterNotReplayable(
                     _("Task %(task)s is not replayed from here (the beat sends sweeps again by itself); "
                       "discard it.") % {"task": letter.task_name})
             _close(letter, status=DeadLetter.Status.REPLAYED, actor=actor, note=out.note())
-    except (redis_store.RedisError, KombuError, OSError, TimeoutError) as exc:
+    except (RedisError, KombuError, OSError, TimeoutError) as exc:
         # Rolled back: the letter stays open, and a replay later is safe.
         logger.warning("dead letter %s not replayed: %r", dead_letter_id, exc)
         raise Unavailable(_("Redis or the broker is unavailable; the dead letter stays open, "
