@@ -63,7 +63,8 @@ def _failure(exc: Exception) -> str:
     if isinstance(exc, urllib.error.HTTPError):
         return f"HTTP {exc.code}"
     if isinstance(exc, urllib.error.URLError):
-        return f"{exc.__class__.__name__}: {exc.reason.__class__.__name__ if isinstance(exc.reason, Exception) else 'error'}"
+        reason = exc.reason.__class__.__name__ if isinstance(exc.reason, Exception) else "error"
+        return f"{exc.__class__.__name__}: {reason}"
     return exc.__class__.__name__
 
 

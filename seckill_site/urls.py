@@ -26,7 +26,8 @@ def api_document() -> dict:
 
 urlpatterns = [
     path("admin/dashboard/", admin.site.admin_view(reconciliation_views.dashboard), name="stock-dashboard"),
-    path("admin/dashboard/data.json", admin.site.admin_view(reconciliation_views.dashboard_data), name="stock-dashboard-data"),
+    path("admin/dashboard/data.json", admin.site.admin_view(reconciliation_views.dashboard_data),
+         name="stock-dashboard-data"),
     path("admin/", admin.site.urls),
     path(API_PREFIX[1:], include(order_urls)),
     path(API_PREFIX[1:], include(inventory_urls)),

@@ -4,8 +4,8 @@ Two Django handlers share the process: the REST API (`/api/v1/...`) runs
 through API_MIDDLEWARE, the rest of the site (admin, reports, schema) through
 MIDDLEWARE. The API is token-authenticated JSON: sessions, CSRF, messages,
 frame options, the admin's login lockout and static files do nothing for it,
-and on the sold-out click they cost about a sixth of the web CPU (README, "The
-cost of a click").
+and on the sold-out click they cost about a sixth of the web CPU (docs/benchmark.md,
+"The cost of a click").
 """
 import os
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
-from conftest import unique
+from testsupport.factories import unique
 from core.client import parse_trusted_proxies
 
 

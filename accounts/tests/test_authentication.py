@@ -13,10 +13,12 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 
-from conftest import post_order as buy, wait_until
+from testsupport import wait_until
+from testsupport.http import post_order as buy
 from accounts import authentication, token_cache
 from core.client import parse_trusted_proxies
-from inventory import redis_store
+from core.redis import redis
+from inventory.redis import live as redis_live
 from orders.models import Order
 
 
@@ -39,7 +41,7 @@ def test_a_hammering_client_gets_429_while_another_buyer_is_served(api, make_sku
     accepted = {r.json()["order_id"] for r in answers + served if r.status_code == 202}
     wait_until(lambda: Order.objects.filter(sku_id=sku.sku_id).count() == len(accepted), what="all confirmed")
     assert set(Order.objects.filter(sku_id=sku.sku_id).values_list("order_id", flat=True)) == accepted
-    live = redis_store.live_stock(sku_id=sku.sku_id)
+    live = redis_live.live_stock(sku_id=sku.sku_id)
     assert live.available == 200 - len(accepted)  # throttled clicks took nothing
 
 
@@ -53,7 +55,7 @@ def test_a_throttled_click_takes_nothing_and_asks_mysql_nothing(api, make_sku, m
         again = buy(client, sku.sku_id)
     assert again.status_code == 429 and 50 <= int(again["Retry-After"]) <= 60
     assert queries.captured_queries == []
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 4
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 4
     # reads are not purchases: not throttled
     assert client.get("/api/v1/orders").status_code == 200
 
@@ -77,7 +79,7 @@ def test_unknown_tokens_leave_no_state_and_are_limited_per_address(api, make_sku
         late = buy(api(made_up[5]), sku.sku_id, REMOTE_ADDR=address)
     assert late.status_code == 429 and late.json()["code"] == "throttled" and late["Retry-After"]
     assert queries.captured_queries == []  # refused before MySQL is asked
-    r = redis_store.redis()
+    r = redis()
     assert not any(r.exists(*token_cache.token_keys(t).__dict__.values()) for t in made_up)
     # another address, and a real buyer from the same one, are unaffected
     assert buy(api(made_up[6]), sku.sku_id, REMOTE_ADDR="10.1.1.1").status_code == 401
@@ -121,7 +123,7 @@ def test_a_committed_revocation_leaves_only_a_short_tombstone(api, make_sku, mak
     Token.objects.filter(key=token).delete()
     assert buy(api(token), sku.sku_id).status_code == 401
     keys = token_cache.token_keys(token)
-    r = redis_store.redis()
+    r = redis()
     assert not r.exists(keys.claims, keys.rate)
     assert r.hget(keys.record, "u") == b"-" and 0 < r.pttl(keys.record) <= token_cache.TOMBSTONE_MS
 
@@ -137,7 +139,7 @@ def some_address() -> str:
 
 def uncached(token: str) -> str:
     """Drop the token's record, as its lifetime or a Redis loss would."""
-    redis_store.redis().delete(token_cache.token_keys(token).record)
+    redis().delete(token_cache.token_keys(token).record)
     return token
 
 
@@ -207,9 +209,9 @@ def test_a_token_deleted_by_sql_is_refused_by_the_refresh(api, make_buyers, live
     assert client.get("/api/v1/orders").status_code == 200
     with connection.cursor() as cursor:  # no signal
         cursor.execute("DELETE FROM authtoken_token WHERE `key` = %s", [token])
-    redis_store.redis().pexpire(token_cache.token_keys(token).record, 1000)  # close to its expiry
+    redis().pexpire(token_cache.token_keys(token).record, 1000)  # close to its expiry
     assert client.get("/api/v1/orders").status_code == 401
-    assert redis_store.redis().hget(token_cache.token_keys(token).record, "u") == b"-"
+    assert redis().hget(token_cache.token_keys(token).record, "u") == b"-"
 
 
 def test_a_fill_racing_a_deletion_does_not_bring_the_token_back(api, make_sku, make_buyers, live_db, monkeypatch):
@@ -227,8 +229,8 @@ def test_a_fill_racing_a_deletion_does_not_bring_the_token_back(api, make_sku, m
     assert buy(api(token), sku.sku_id).status_code == 401
     monkeypatch.undo()
     assert buy(api(token), sku.sku_id).status_code == 401
-    assert redis_store.redis().hget(token_cache.token_keys(token).record, "u") == b"-"
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 5
+    assert redis().hget(token_cache.token_keys(token).record, "u") == b"-"
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 5
 
 
 def test_a_fill_slower_than_its_budget_is_not_cached_and_answers_503(api, make_buyers, live_db, monkeypatch):
@@ -239,7 +241,7 @@ def test_a_fill_slower_than_its_budget_is_not_cached_and_answers_503(api, make_b
     monkeypatch.setattr(authentication, "_token_row", lambda key: (time.sleep(0.2), read(key))[1])
     r = api(token).get("/api/v1/orders")
     assert r.status_code == 503 and r.json()["code"] == "unavailable"
-    assert not redis_store.redis().exists(token_cache.token_keys(token).record)
+    assert not redis().exists(token_cache.token_keys(token).record)
     monkeypatch.undo()
     assert api(token).get("/api/v1/orders").status_code == 200
 
@@ -256,7 +258,7 @@ def test_a_case_variant_of_a_token_is_refused_and_leaves_nothing(api, make_sku, 
         assert buy(c, sku.sku_id, REMOTE_ADDR=address).status_code == 401
         assert c.get("/api/v1/orders", REMOTE_ADDR=address).status_code == 401
         assert c.get(f"/api/v1/skus/{sku.sku_id}", REMOTE_ADDR=address).status_code == 401
-        assert not redis_store.redis().exists(*token_cache.token_keys(t).__dict__.values())
+        assert not redis().exists(*token_cache.token_keys(t).__dict__.values())
     assert buy(api(token), sku.sku_id).status_code == 202
     assert api(uncached(token)).get("/api/v1/orders").status_code == 200
 

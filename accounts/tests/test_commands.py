@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from conftest import unique
+from testsupport.factories import unique
 
 
 def ensure_admin() -> str:

@@ -6,7 +6,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 
-from conftest import unique
+from testsupport.factories import unique
 
 COLUMNS = {("authtoken_token", "key"), ("django_session", "session_key")}
 

@@ -40,12 +40,13 @@ def test_a_database_error_in_a_tick_keeps_beat_running(live_db):
 def beat_records(live_db):
     """A clean slate of the sweep and beat records in this run's Redis db, put
     back empty afterwards (a stale held record would change other tests' health)."""
-    from inventory import redis_store
+    from core.redis import redis
+    from inventory.redis import keys as redis_keys, liveness
 
-    keys = (redis_store.SWEEPS_KEY, redis_store.BEAT_STARTED_KEY, redis_store.BEAT_HELD_KEY)
-    redis_store.redis().delete(*keys)
-    yield redis_store
-    redis_store.redis().delete(*keys)
+    keys = (redis_keys.SWEEPS_KEY, redis_keys.BEAT_STARTED_KEY, redis_keys.BEAT_HELD_KEY)
+    redis().delete(*keys)
+    yield liveness
+    redis().delete(*keys)
 
 
 def _late() -> set[str]:
@@ -55,13 +56,16 @@ def _late() -> set[str]:
     return set() if out is None else set(out.removeprefix("error: late: ").split(", "))
 
 
-def _as_if(redis_store, *, seconds_ago: float, tasks=None) -> None:
+def _as_if(*, seconds_ago: float, tasks=None) -> None:
     """Move beat's records back in time (Redis keeps no clock of ours to fake)."""
-    r = redis_store.redis()
+    from core.redis import redis
+    from inventory.redis.keys import BEAT_HELD_KEY, BEAT_STARTED_KEY
+
+    r = redis()
     then = int((time.time() - seconds_ago) * 1000)
-    r.set(redis_store.BEAT_STARTED_KEY, then)
-    for task in tasks if tasks is not None else r.hkeys(redis_store.BEAT_HELD_KEY):
-        r.hset(redis_store.BEAT_HELD_KEY, task, then)
+    r.set(BEAT_STARTED_KEY, then)
+    for task in tasks if tasks is not None else r.hkeys(BEAT_HELD_KEY):
+        r.hset(BEAT_HELD_KEY, task, then)
 
 
 def _enabled_sweeps() -> dict[str, int]:
@@ -75,43 +79,45 @@ def test_right_after_beat_starts_no_sweep_is_late_and_each_is_after_three_interv
     from seckill_site.beat import DatabaseScheduler
     from seckill_site.celery import app
 
-    redis_store = beat_records
+    liveness = beat_records
     sweeps = _enabled_sweeps()
     assert len(sweeps) >= 5
     assert _late() == {t.rsplit(".", 1)[-1] for t in sweeps}  # no beat has ever said anything: all late
 
     DatabaseScheduler(app=app).tick()  # a fresh start: nothing ran yet
-    started, held = redis_store.beat_schedule_read()
+    started, held = liveness.beat_schedule_read()
     assert started is not None and set(sweeps) <= set(held)
     assert _late() == set()  # the old rule: every sweep late until it ran once
 
     # Beat started two intervals of the slowest sweep ago: only the faster ones
     # are due by now, and those that ran are fine.
     slowest = max(sweeps, key=sweeps.get)
-    _as_if(redis_store, seconds_ago=2 * sweeps[slowest])
+    _as_if(seconds_ago=2 * sweeps[slowest])
     late = _late()
     assert slowest.rsplit(".", 1)[-1] not in late
     assert late == {t.rsplit(".", 1)[-1] for t, every in sweeps.items() if 3 * every + 2 < 2 * sweeps[slowest]}
     for task in sweeps:
         if task != slowest:
-            redis_store.sweep_ran(task=task)
+            liveness.sweep_ran(task=task)
     assert _late() == set()
-    _as_if(redis_store, seconds_ago=3 * sweeps[slowest] + 5)
+    _as_if(seconds_ago=3 * sweeps[slowest] + 5)
     assert _late() == {slowest.rsplit(".", 1)[-1]}
 
 
 def test_a_sweep_enabled_later_is_measured_from_when_beat_took_it_up(beat_records):
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
+    from core.redis import redis
+    from inventory.redis.keys import SWEEPS_KEY
     from seckill_site.beat import DatabaseScheduler
     from seckill_site.celery import app
 
-    redis_store = beat_records
+    liveness = beat_records
     scheduler = DatabaseScheduler(app=app)
     scheduler.tick()
-    _as_if(redis_store, seconds_ago=7200)  # beat has run for two hours, every sweep with it
+    _as_if(seconds_ago=7200)  # beat has run for two hours, every sweep with it
     for task in _enabled_sweeps():
-        redis_store.sweep_ran(task=task)
+        liveness.sweep_ran(task=task)
     hourly, _ = IntervalSchedule.objects.get_or_create(every=600, period=IntervalSchedule.SECONDS)
     added = PeriodicTask.objects.create(name="test: a sweep added later", task="tests.a_new_sweep_task",
                                         interval=hourly, enabled=True)
@@ -120,16 +126,16 @@ def test_a_sweep_enabled_later_is_measured_from_when_beat_took_it_up(beat_record
         scheduler._held_at = None  # the refresh is due (every HELD_REFRESH_S)
         scheduler.tick()
         assert _late() == set()  # new: measured from now, not from beat's start
-        assert redis_store.beat_schedule_read()[0] < int(time.time() * 1000) - 7_000_000  # start kept
+        assert liveness.beat_schedule_read()[0] < int(time.time() * 1000) - 7_000_000  # start kept
 
         added.enabled = False
         added.save(update_fields=["enabled"])
         scheduler._held_at = None
         scheduler.tick()
-        assert "tests.a_new_sweep_task" not in redis_store.beat_schedule_read()[1]  # left the schedule
+        assert "tests.a_new_sweep_task" not in liveness.beat_schedule_read()[1]  # left the schedule
 
-        redis_store.sweep_ran(task="tests.a_new_sweep_task")  # it ran once, long before it is enabled again
-        redis_store.redis().hset(redis_store.SWEEPS_KEY, "tests.a_new_sweep_task", 1)
+        liveness.sweep_ran(task="tests.a_new_sweep_task")  # it ran once, long before it is enabled again
+        redis().hset(SWEEPS_KEY, "tests.a_new_sweep_task", 1)
         added.enabled = True
         added.save(update_fields=["enabled"])
         scheduler._held_at = None

@@ -104,7 +104,7 @@ def test_production_migrate_step_makes_the_admin_and_refuses_demo_data(live_db):
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
-    from conftest import unique
+    from testsupport.factories import unique
     from inventory.models import Sku
 
     db = settings.DATABASES["default"]

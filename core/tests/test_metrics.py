@@ -9,7 +9,8 @@ import uuid
 import pytest
 from django.test import Client
 
-from conftest import ROOT, post_order, run_parallel
+from testsupport import ROOT
+from testsupport.http import post_order, run_parallel
 
 SAMPLE = re.compile(r"^(?P<name>[a-z_]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$", re.M)
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from rest_framework.exceptions import ParseError
 
-from conftest import start_web
+from testsupport.processes import start_web
 from core.parsers import MAX_DEPTH, parse_json
 
 DEEP = b"[" * 3000 + b"]" * 3000

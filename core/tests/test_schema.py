@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, VENV_BIN, start_web
+from testsupport import ROOT, VENV_BIN
+from testsupport.processes import start_web
 
 SEED = 17
 # What the run may answer beside 2xx, and why each is right for a valid request:

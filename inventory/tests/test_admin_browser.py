@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import browser_login as login, make_staff
+from testsupport.browser import browser_login as login
+from testsupport.factories import make_staff
 from inventory.models import Sku
 
 pytestmark = [pytest.mark.browser, pytest.mark.web]

@@ -8,9 +8,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from conftest import unique, wait_until
-from inventory import redis_store
+from testsupport import wait_until
+from testsupport.factories import unique
+from core.redis import RedisError, redis
+from inventory.redis import gate, keys as redis_keys, live as redis_live, liveness, snapshots as redis_snapshots
 from inventory.models import Sku
+from reconciliation.tasks import ORPHANS_RECOVER_TASK
 
 
 def test_sku_detail_public_and_staff(api, make_sku, make_buyers):
@@ -21,7 +24,7 @@ def test_sku_detail_public_and_staff(api, make_sku, make_buyers):
     assert public["available"] == 7 and public["total"] == 7 and public["per_user_limit"] == 2
     assert public["sale_state"] == "on_sale" and "buckets" not in public
     (user, _), = make_buyers(1)
-    redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=2, idempotency_key="k", order_id="b" * 32)
+    gate.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=2, idempotency_key="k", order_id="b" * 32)
     body = api(staff).get(f"/api/v1/skus/{sku.sku_id}").json()
     assert body["available"] == 5  # the live Redis figure
     assert body["buckets"] == {"total": 7, "available": 7, "frozen": 0, "locked": 0, "sold": 0}
@@ -44,29 +47,29 @@ def test_sku_not_found_and_list(api, make_sku, make_buyers):
 
 def test_a_sku_redis_never_had_is_loaded_on_read(api, live_db, make_buyers):
     sku = Sku.objects.create(sku_id=unique("N"), name="never loaded", total_stock=3, available_stock=3)
-    redis_store.sku_registry_add(sku_id=sku.sku_id)  # as sku_create does
+    redis_snapshots.sku_registry_add(sku_id=sku.sku_id)  # as sku_create does
     (_, buyer), = make_buyers(1)
     assert api(buyer).get(f"/api/v1/skus/{sku.sku_id}").json()["available"] == 3
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 3
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 3
     assert Sku.objects.get(pk=sku.sku_id).redis_epoch == 1
 
 
 def test_a_sku_redis_lost_is_fenced_on_read_and_loaded_when_the_fence_passes(api, make_sku, make_buyers):
-    from inventory.services.skus import stock_fence_pass
+    from inventory.services.snapshots import stock_fence_pass
 
     sku = make_sku(stock=3)
-    redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).stock)
+    redis().delete(redis_keys.sku_keys(sku.sku_id).stock)
     (_, buyer), = make_buyers(1)
     assert api(buyer).get(f"/api/v1/skus/{sku.sku_id}").json()["available"] == 3  # MySQL's figure meanwhile
-    assert redis_store.live_stock(sku_id=sku.sku_id) is None
-    token = redis_store.fence_token(sku_id=sku.sku_id)
-    assert token and sku.sku_id in redis_store.fences_listed()
+    assert redis_live.live_stock(sku_id=sku.sku_id) is None
+    token = redis_snapshots.fence_token(sku_id=sku.sku_id)
+    assert token and sku.sku_id in redis_snapshots.fences_listed()
     assert not stock_fence_pass(sku_id=sku.sku_id, token="someone-else|0")  # not this fence: nothing
-    assert redis_store.live_stock(sku_id=sku.sku_id) is None
+    assert redis_live.live_stock(sku_id=sku.sku_id) is None
     assert stock_fence_pass(sku_id=sku.sku_id, token=token)
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 3
-    assert redis_store.fence_token(sku_id=sku.sku_id) is None
-    assert sku.sku_id not in redis_store.fences_listed()
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 3
+    assert redis_snapshots.fence_token(sku_id=sku.sku_id) is None
+    assert sku.sku_id not in redis_snapshots.fences_listed()
     assert Sku.objects.get(pk=sku.sku_id).redis_epoch == 2
     assert not stock_fence_pass(sku_id=sku.sku_id, token=token)  # a copy of a passed fence changes nothing
 
@@ -76,7 +79,7 @@ def _sweeps_just_ran() -> None:
     from django_celery_beat.models import PeriodicTask
 
     for task in PeriodicTask.objects.filter(enabled=True).values_list("task", flat=True):
-        redis_store.sweep_ran(task=task)
+        liveness.sweep_ran(task=task)
 
 
 def _health(api):
@@ -92,7 +95,7 @@ def test_health_ok_and_names_the_failing_part(api, live_db, worker):
     r = _health(api)
     assert r.status_code == 200 and r.json() == {"mysql": "ok", "redis": "ok", "broker": "ok", "worker": "ok",
                                                  "beat": "ok"}
-    with mock.patch("inventory.redis_store.ping", side_effect=redis_store.RedisError("down")):
+    with mock.patch("inventory.redis.liveness.ping", side_effect=RedisError("down")):
         r = _health(api)
     assert r.status_code == 503
     assert r.json()["redis"] != "ok" and r.json()["mysql"] == "ok" and r.json()["code"] == "unavailable"
@@ -102,7 +105,7 @@ def test_health_ok_and_names_the_failing_part(api, live_db, worker):
 @pytest.mark.worker
 def test_health_says_beat_when_the_sweeps_are_late(api, live_db, worker):
     _sweeps_just_ran()
-    redis_store.redis().hset(redis_store.SWEEPS_KEY, "reconciliation.tasks.orphans_recover_task", 1)
+    redis().hset(redis_keys.SWEEPS_KEY, ORPHANS_RECOVER_TASK, 1)
     r = _health(api)
     assert r.status_code == 503 and r.json()["beat"].startswith("error: late: orphans_recover_task")
     assert r.json()["worker"] == "ok"
@@ -126,7 +129,7 @@ def test_health_is_measured_at_most_once_a_second_over_one_broker_connection(api
     from inventory import messages, selectors
 
     selectors._health_cache.clear()
-    with mock.patch("inventory.redis_store.ping", wraps=redis_store.ping) as ping:
+    with mock.patch("inventory.redis.liveness.ping", wraps=liveness.ping) as ping:
         for _ in range(20):
             api().get("/api/v1/health")
     assert ping.call_count == 1
@@ -165,7 +168,7 @@ def test_a_body_over_the_limit_is_413_and_takes_nothing(api, make_sku, make_buye
     big = '{"sku_id": "%s", "quantity": 1, "pad": "%s"}' % (sku.sku_id, "x" * 20000)
     r = api(token).post("/api/v1/orders", big, content_type="application/json", HTTP_IDEMPOTENCY_KEY="big")
     assert r.status_code == 413 and r.json()["code"] == "too_large"
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 3
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 3
     assert api(token).post("/api/v1/orders", {"sku_id": sku.sku_id, "quantity": 1}, format="json",
                            HTTP_IDEMPOTENCY_KEY="big").status_code == 202  # the key was not claimed
 

@@ -8,8 +8,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from conftest import unique
-from inventory import redis_store
+from testsupport.factories import unique
+from core.redis import redis
+from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import Sku
 
 
@@ -30,7 +31,7 @@ def test_create_sku_takes_a_date_time_without_offset_as_local_time(live_db):
         row = Sku.objects.get(pk=other)
     assert row.sale_starts_at == datetime(2030, 1, 1, 12, 0, tzinfo=dt_timezone.utc)  # 20:00 in UTC+8
     assert row.sale_ends_at == datetime(2030, 1, 2, 20, 0, tzinfo=dt_timezone.utc)  # an offset is kept
-    assert redis_store.live_stock(sku_id=sku_id).available == 5
+    assert redis_live.live_stock(sku_id=sku_id).available == 5
 
 
 @pytest.mark.parametrize("args, message", [
@@ -58,14 +59,14 @@ def test_create_sku_refuses_an_existing_id(live_db):
 def test_warm_stock_loads_what_is_absent(live_db):
     sku_id = unique("C")
     Sku.objects.create(sku_id=sku_id, name=sku_id, total_stock=3, available_stock=3)  # Redis never had it
-    redis_store.sku_registry_add(sku_id=sku_id)  # as sku_create does
+    redis_snapshots.sku_registry_add(sku_id=sku_id)  # as sku_create does
     out = run("warm_stock", sku_id)
-    assert "loaded" in out and redis_store.live_stock(sku_id=sku_id).available == 3
+    assert "loaded" in out and redis_live.live_stock(sku_id=sku_id).available == 3
     assert "already warm" in run("warm_stock", sku_id)
     # Redis lost it: no worker here, so the rebuild stays fenced (nothing loaded at once)
-    redis_store.redis().delete(redis_store.sku_keys(sku_id).stock)
+    redis().delete(redis_keys.sku_keys(sku_id).stock)
     out = run("warm_stock", sku_id, "--wait", "0.3")
-    assert f"{sku_id}: fenced" in out and redis_store.live_stock(sku_id=sku_id) is None
+    assert f"{sku_id}: fenced" in out and redis_live.live_stock(sku_id=sku_id) is None
     with pytest.raises(CommandError, match="unknown"):
         run("warm_stock", unique("nope"))
 
@@ -140,7 +141,7 @@ def test_seed_demo_under_local_settings_makes_the_demo_and_is_safe_twice(live_db
     assert f"admin user {name} exists" in second and "DEMO-PHONE exists" in second
     assert get_user_model().objects.get(username=name).is_superuser
     assert {"DEMO-PHONE", "DEMO-EARBUDS", "DEMO-WATCH"} <= set(Sku.objects.values_list("pk", flat=True))
-    assert redis_store.live_stock(sku_id="DEMO-EARBUDS") is not None
+    assert redis_live.live_stock(sku_id="DEMO-EARBUDS") is not None
 
 
 def test_seed_demo_outside_local_settings_is_refused_and_creates_nothing(live_db, monkeypatch):

@@ -9,8 +9,12 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client
 
-from conftest import assert_balanced, confirmed, publish, reserve_direct, settled, unique
-from inventory import messages, redis_store
+from testsupport.factories import unique
+from testsupport.purchase import publish, reserve_direct
+from testsupport.stores import assert_balanced, confirmed, settled
+from core.redis import redis
+from inventory import messages
+from inventory.redis import gate, keys as redis_keys, live as redis_live
 from inventory.models import DeadLetter, InventoryLog
 from inventory.services.dead_letters import (DeadLetterClosed, DeadLetterNotReplayable, DeadLetterReasonRequired,
                                              dead_letter_discard, dead_letter_replay)
@@ -21,8 +25,8 @@ from orders.models import Order
 def confirm_dead_letter(r) -> DeadLetter:
     """As `_decide_splitting` leaves a reservation whose confirm kept failing:
     its unit given back to Redis (settled there), its fields in a dead letter."""
-    redis_store.settle(sku_id=r.sku_id, confirmed=[], given_back=[r.order_id])
-    return dead_letter_record(task_name="confirm", payload={
+    gate.settle(sku_id=r.sku_id, confirmed=[], given_back=[r.order_id])
+    return dead_letter_record(task_name=messages.CONFIRM_KIND, payload={
         "order_id": r.order_id, "sku_id": r.sku_id, "user_id": r.user_id, "quantity": r.quantity,
         "idempotency_key": r.idempotency_key, "reserved_ms": r.reserved_ms, "epoch": r.epoch},
         reason="OperationalError: simulated")
@@ -30,7 +34,7 @@ def confirm_dead_letter(r) -> DeadLetter:
 
 def forget_settlement(r) -> None:
     """Redis lost its markers (their lifetime passed, or its data)."""
-    redis_store.redis().zrem(redis_store.sku_keys(r.sku_id).done, r.order_id)
+    redis().zrem(redis_keys.sku_keys(r.sku_id).done, r.order_id)
 
 
 def sale_rows(order_id: str) -> list[tuple[str, str]]:
@@ -43,7 +47,7 @@ def set_aside(r, marker: str) -> DeadLetter:
     back ("kept"), or after that marker's lifetime ("expired": its entry gone,
     as the lifetime leaves it)."""
     letter = confirm_dead_letter(r)
-    assert redis_store.is_settled(sku_id=r.sku_id, order_id=r.order_id)
+    assert gate.is_settled(sku_id=r.sku_id, order_id=r.order_id)
     if marker == "expired":
         forget_settlement(r)
     return letter
@@ -56,7 +60,7 @@ def test_a_replay_takes_the_unit_again_and_makes_the_order_whenever_it_happens(w
     (buyer, _), = make_buyers(1)
     r = reserve_direct(sku.sku_id, buyer.pk)
     letter = set_aside(r, marker)
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 5  # the unit is back on sale
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 5  # the unit is back on sale
 
     outcome = dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
     assert outcome.published == [r.order_id] and not outcome.refused
@@ -125,7 +129,7 @@ def test_a_refused_message_is_not_replayable_and_stays_open(live_db):
 
 
 def test_discard_needs_a_reason_and_happens_once(live_db):
-    letter = dead_letter_record(task_name="confirm", payload={"body": "x"}, reason="refused: junk")
+    letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": "x"}, reason="refused: junk")
     with pytest.raises(DeadLetterReasonRequired):
         dead_letter_discard(dead_letter_id=letter.pk, actor="admin:test", reason="  ")
     dead_letter_discard(dead_letter_id=letter.pk, actor="admin:test", reason="junk from a test client")
@@ -145,7 +149,7 @@ def ops_client() -> tuple[object, Client]:
 
 def test_admin_discard_asks_a_reason_and_is_audited(live_db):
     user, client = ops_client()
-    letter = dead_letter_record(task_name="confirm", payload={"body": "x"}, reason="refused: junk")
+    letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": "x"}, reason="refused: junk")
     url = "/admin/inventory/deadletter/"
     chosen = {"action": "discard", "_selected_action": [letter.pk]}
 
@@ -193,7 +197,7 @@ def test_support_cannot_replay(live_db):
     user.groups.add(Group.objects.get(name="support"))
     client = Client()
     client.force_login(user)
-    letter = dead_letter_record(task_name="confirm", payload={"body": "x"}, reason="refused: junk")
+    letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": "x"}, reason="refused: junk")
     client.post("/admin/inventory/deadletter/", {"action": "discard", "_selected_action": [letter.pk],
                                                   "apply": "1", "reason": "no"})
     letter.refresh_from_db()
@@ -213,14 +217,14 @@ def gives_dead_letter(payloads: list[dict], *, signature: str | None = None) -> 
 def test_a_give_task_replayed_reaches_redis_once(worker, make_sku):
     from unittest import mock
 
-    from conftest import wait_until
+    from testsupport import wait_until
     from inventory.models import OutboxMessage
     from inventory.services import stock
 
     sku = make_sku(stock=2)
     with mock.patch("inventory.messages.publish_gives"):  # the give's message is lost on the way
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 2
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 2
     letter = gives_dead_letter([OutboxMessage.objects.get(op_id=op_id).payload])
     assert dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test").gives == 1
     wait_until(lambda: InventoryLog.objects.get(op_id=op_id).status == InventoryLog.Status.SUCCESS,
@@ -236,3 +240,58 @@ def test_a_give_task_with_a_bad_signature_is_not_replayed(live_db):
         dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
     letter.refresh_from_db()
     assert letter.status == DeadLetter.Status.OPEN
+
+
+def _give_letter(task_name: str, shape: str, give: dict) -> DeadLetter:
+    """A give letter as each writer stores it: RabbitMQ's (the Celery body under
+    `body`) or the task's own refusal (its arguments under `args`)."""
+    from inventory import signing
+
+    data = give if messages.dead_letter_kind(task_name) == messages.GIVE_TASK else {"gives": [give]}
+    args = [data, signing.sign(data)]
+    payload = {"body": [args, {}, {}], "id": "t"} if shape == "body" else {"args": args}
+    return dead_letter_record(task_name=task_name, payload=payload, reason="refused: test")
+
+
+@pytest.mark.parametrize("task_name, shape", [
+    (messages.GIVE_TASK, "body"), (messages.GIVES_TASK, "body"),  # dead-lettered by RabbitMQ
+    (messages.GIVE_TASK, "args"), (messages.GIVES_TASK, "args"),  # refused by the task itself
+    ("stock_give", "args"), ("stock_gives", "args"),              # the refusals' spelling before issue 18
+])
+def test_a_give_letter_of_every_stored_spelling_replays(worker, make_sku, task_name, shape):
+    from unittest import mock
+
+    from testsupport import wait_until
+    from inventory.models import OutboxMessage
+    from inventory.services import stock
+
+    sku = make_sku(stock=2)
+    with mock.patch("inventory.messages.publish_gives"):  # the give's message is lost on the way
+        op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
+    letter = _give_letter(task_name, shape, OutboxMessage.objects.get(op_id=op_id).payload)
+    assert dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test").gives == 1
+    wait_until(lambda: InventoryLog.objects.get(op_id=op_id).status == InventoryLog.Status.SUCCESS,
+               what="give applied")
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 5
+
+
+def test_a_fence_letter_is_not_replayed_and_says_why(live_db):
+    letter = dead_letter_record(task_name=messages.FENCE_KIND, payload={"body": '{"v":1,"f":[]}'},
+                                reason="dead-lettered by RabbitMQ: delivery_limit")
+    with pytest.raises(DeadLetterNotReplayable, match="fence"):
+        dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
+    letter.refresh_from_db()
+    assert letter.status == DeadLetter.Status.OPEN
+
+
+def test_the_migration_gives_old_spellings_their_task_names(live_db):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("inventory.migrations.0011_model_names_and_dead_letter_kinds")
+    old = [dead_letter_record(task_name=name, payload={"args": []}, reason="refused: test")
+           for name in ("stock_give", "stock_gives", messages.CONFIRM_KIND)]
+    migration.dead_letter_kinds_normalise(apps, None)
+    assert [DeadLetter.objects.get(pk=d.pk).task_name for d in old] == [
+        messages.GIVE_TASK, messages.GIVES_TASK, messages.CONFIRM_KIND]

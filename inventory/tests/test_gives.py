@@ -4,8 +4,11 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
-from conftest import rebuild_lost, wait_until
-from inventory import redis_store
+from testsupport import wait_until
+from testsupport.purchase import rebuild_lost
+from core.redis import redis
+from inventory import messages
+from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.services import gives, stock
 from inventory.models import DeadLetter, OutboxMessage
 
@@ -14,14 +17,14 @@ def test_snapshot_counts_its_gives_so_a_late_redelivery_adds_nothing(make_sku, l
     sku = make_sku(stock=4)
     stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
     payload = OutboxMessage.objects.get(sku_id=sku.sku_id, op_id__startswith="restock:").payload
-    keys = redis_store.sku_keys(sku.sku_id)
-    redis_store.redis().delete(keys.stock, keys.buyers, keys.idem, keys.applied)  # Redis lost the SKU
+    keys = redis_keys.sku_keys(sku.sku_id)
+    redis().delete(keys.stock, keys.buyers, keys.idem, keys.applied)  # Redis lost the SKU
     rebuild_lost(sku.sku_id)
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 7  # MySQL already counts the restock
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 7  # MySQL already counts the restock
     outcome = gives.stock_give_apply(sku_id=sku.sku_id, op_id=payload["op_id"], quantity=3, user_id=None,
                                         total_delta=3)
-    assert outcome is redis_store.Give.ALREADY
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 7
+    assert outcome is redis_keys.Give.ALREADY
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
 
 
 def test_what_rabbitmq_dead_letters_reaches_the_table(live_db):
@@ -31,13 +34,13 @@ def test_what_rabbitmq_dead_letters_reaches_the_table(live_db):
         producer = conn.Producer()
         dead = settings.CELERY_DEAD_LETTER
         producer.publish({"poison": True}, exchange=dead.exchange, routing_key=dead.routing_key,
-                         declare=[dead], headers={"task": "inventory.tasks.stock_give_task"},
+                         declare=[dead], headers={"task": messages.GIVE_TASK},
                          serializer="json")
     before = DeadLetter.objects.count()
     wait_until(lambda: gives.dead_letters_collect() or DeadLetter.objects.count() > before,
                what="dead letter collected")
     letter = DeadLetter.objects.latest("created_at")
-    assert letter.task_name == "inventory.tasks.stock_give_task"
+    assert letter.task_name == messages.GIVE_TASK
     assert letter.payload["body"] == {"poison": True}
 
 
@@ -52,11 +55,11 @@ def test_a_give_that_finds_no_snapshot_is_retried_not_lost(make_sku, live_db):
     from inventory import selectors
     from inventory.models import InventoryLog
     from inventory.services.locks import skus_lock
-    from inventory.services.skus import Holdings
+    from inventory.services.snapshots import Holdings
 
     sku = make_sku(stock=4)
-    keys = redis_store.sku_keys(sku.sku_id)
-    redis_store.redis().delete(keys.stock)  # Redis lost the SKU; a warm-up starts
+    keys = redis_keys.sku_keys(sku.sku_id)
+    redis().delete(keys.stock)  # Redis lost the SKU; a warm-up starts
     with transaction.atomic():
         snap = selectors.sku_snapshot(sku=skus_lock(sku_ids=[sku.sku_id])[sku.sku_id], holdings=Holdings(), epoch=2)
     with mock.patch("inventory.messages.publish_gives"):  # the give's message is handled below, by hand
@@ -64,12 +67,12 @@ def test_a_give_that_finds_no_snapshot_is_retried_not_lost(make_sku, live_db):
     with pytest.raises(gives.GiveDeferred):
         gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=3, user_id=None, total_delta=3, wait_s=0)
     assert InventoryLog.objects.get(op_id=op_id).status == "pending"
-    assert redis_store.snapshot_load(sku_id=sku.sku_id, snapshot=snap)  # the warm-up finishes
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 4
+    assert redis_snapshots.snapshot_load(sku_id=sku.sku_id, snapshot=snap)  # the warm-up finishes
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 4
     # the give comes again (task retry or the resend sweep) and is applied now
     assert gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=3, user_id=None,
-                                  total_delta=3) is redis_store.Give.APPLIED
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 7
+                                  total_delta=3) is redis_keys.Give.APPLIED
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
     assert InventoryLog.objects.get(op_id=op_id).status == "success"
 
 
@@ -111,7 +114,7 @@ def test_a_give_that_meets_no_snapshot_backs_off(make_sku, live_db):
     sku = make_sku(stock=2)
     with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=1, reason="more", actor="t")
-    redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).stock)  # Redis lost the SKU
+    redis().delete(redis_keys.sku_keys(sku.sku_id).stock)  # Redis lost the SKU
     assert gives.outbox_relay(op_ids=[op_id]) == 1  # sent once; nobody applies it
     with pytest.raises(gives.GiveDeferred):
         gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=1, user_id=None, total_delta=1, wait_s=0)

@@ -11,8 +11,9 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from conftest import unique
-from inventory import redis_store
+from testsupport.factories import unique
+from core.redis import redis
+from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import InventoryLog, Sku
 from inventory.services import skus
 from inventory.services import stock as stock_services
@@ -128,10 +129,10 @@ def good_rows(prefix: str, n: int = 4) -> list[dict]:
 def nothing_anywhere(sku_ids: list[str]) -> None:
     assert not Sku.objects.filter(sku_id__in=sku_ids).exists()
     assert not InventoryLog.objects.filter(sku_id__in=sku_ids).exists()
-    r = redis_store.redis()
+    r = redis()
     for sku_id in sku_ids:
-        assert not redis_store.snapshot_exists(sku_id=sku_id), sku_id
-        assert not r.sismember(redis_store.SKU_REGISTRY, sku_id), sku_id
+        assert not redis_snapshots.snapshot_exists(sku_id=sku_id), sku_id
+        assert not r.sismember(redis_keys.SKU_REGISTRY, sku_id), sku_id
         assert not r.keys(f"*{{{sku_id}}}*"), sku_id
 
 
@@ -186,9 +187,9 @@ def test_import_reports_every_kind_of_bad_row(live_db, make_sku):
 def assert_sellable(sku_id: str, stock: int) -> None:
     sku = Sku.objects.get(pk=sku_id)
     assert (sku.total_stock, sku.available_stock) == (stock, stock)
-    live = redis_store.live_stock(sku_id=sku_id)
+    live = redis_live.live_stock(sku_id=sku_id)
     assert live is not None and live.available == stock, live
-    assert redis_store.sku_registry_check(sku_id=sku_id) in (True, None)
+    assert redis_snapshots.sku_registry_check(sku_id=sku_id) in (True, None)
     assert InventoryLog.objects.filter(sku_id=sku_id, operation="RESTOCK", quantity=stock, status="success",
                                        actor__startswith="admin-import:").exists()
 
@@ -230,7 +231,7 @@ def test_good_xlsx_import(live_db):
     assert_sellable(f"{prefix}-a", 3)
     sku_b = Sku.objects.get(pk=f"{prefix}-b")
     assert (sku_b.total_stock, sku_b.per_user_limit) == (0, 4)
-    assert redis_store.live_stock(sku_id=sku_b.sku_id).available == 0
+    assert redis_live.live_stock(sku_id=sku_b.sku_id).available == 0
 
 
 def test_a_row_that_turns_bad_after_the_preview_applies_nothing(live_db):
@@ -256,7 +257,7 @@ def test_skus_import_service_is_all_or_nothing(live_db):
     nothing_anywhere([f"{prefix}-1", f"{prefix}-2"])
     made = skus.skus_import(specs={1: specs[1]}, actor="t")
     assert [s.sku_id for s in made] == [f"{prefix}-1"]
-    assert redis_store.live_stock(sku_id=f"{prefix}-1").available == 2
+    assert redis_live.live_stock(sku_id=f"{prefix}-1").available == 2
     assert InventoryLog.objects.filter(sku_id=f"{prefix}-1", operation="RESTOCK", quantity=2, actor="t").exists()
 
 

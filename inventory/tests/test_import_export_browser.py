@@ -7,7 +7,9 @@ import io
 
 import pytest
 
-from conftest import browser_login as login, make_staff, unique, wait_until
+from testsupport import wait_until
+from testsupport.browser import browser_login as login
+from testsupport.factories import make_staff, unique
 from inventory.models import Sku
 from inventory.services import skus
 from inventory.services import stock as stock_services
@@ -19,8 +21,8 @@ BUCKETS = ("total_stock", "available_stock", "frozen_stock", "locked_stock", "so
 
 @pytest.fixture
 def downloading_browser(tmp_path):
-    """The conftest browser, with downloads going to tmp_path."""
-    from conftest import chromium, chromium_quit
+    """The testsupport browser, with downloads going to tmp_path."""
+    from testsupport.browser import chromium, chromium_quit
 
     driver, profile = chromium(prefs={"download.default_directory": str(tmp_path),
                                       "download.prompt_for_download": False, "download.directory_upgrade": True,

@@ -14,7 +14,7 @@ from django.conf import settings
 from kombu import Connection, Consumer
 
 from inventory import messages
-from inventory.redis_store import Reservation
+from inventory.domain import Reservation
 
 pytestmark = pytest.mark.usefixtures("no_worker")
 

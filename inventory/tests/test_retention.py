@@ -8,10 +8,11 @@ from unittest import mock
 
 from django.utils import timezone
 
-from conftest import reserve_direct, unique
-from inventory import redis_store
+from testsupport.factories import unique
+from testsupport.purchase import reserve_direct
+from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import DeadLetter, InventoryLog, OutboxMessage, Sku
-from inventory.services import gives, retention, skus, stock
+from inventory.services import gives, retention, skus, snapshots, stock
 
 OLD = timedelta(days=31)
 
@@ -27,25 +28,25 @@ def test_an_ended_sku_loses_its_redis_keys_and_stays_readable(make_sku, make_buy
     sku = make_sku(stock=5)
     (user, token), = make_buyers(1)
     reserve_direct(sku.sku_id, user.pk)  # a reservation, so the SKU has markers and a buyer
-    redis_store.release(sku_id=sku.sku_id, order_id=redis_store.inflight_entries(sku_id=sku.sku_id)[0].order_id)
+    gate.release(sku_id=sku.sku_id, order_id=gate.inflight_entries(sku_id=sku.sku_id)[0].order_id)
     ended_long_ago(sku.sku_id)
-    assert redis_store.sku_key_names(sku_id=sku.sku_id)  # stock, buyers, released marker ...
+    assert redis_keys.sku_key_names(sku_id=sku.sku_id)  # stock, buyers, released marker ...
 
     assert sku.sku_id in retention.skus_retire(grace_s=3600).dropped
 
-    assert redis_store.sku_key_names(sku_id=sku.sku_id) == []
+    assert redis_keys.sku_key_names(sku_id=sku.sku_id) == []
     row = Sku.objects.get(pk=sku.sku_id)
     assert row.redis_dropped_at is not None and row.redis_epoch == 1
     r = api(token).get(f"/api/v1/skus/{sku.sku_id}")
     assert r.status_code == 200, r.content  # not fenced: no 503
     assert r.json()["sale_state"] == "ended" and r.json()["available"] == 5
-    assert redis_store.sku_key_names(sku_id=sku.sku_id) == []  # a read loads nothing back
-    assert redis_store.fence_token(sku_id=sku.sku_id) is None
-    assert skus.stock_warm(sku_id=sku.sku_id) is skus.Warm.RETIRED
+    assert redis_keys.sku_key_names(sku_id=sku.sku_id) == []  # a read loads nothing back
+    assert redis_snapshots.fence_token(sku_id=sku.sku_id) is None
+    assert snapshots.stock_warm(sku_id=sku.sku_id) is snapshots.Warm.RETIRED
     buy = api(token).post("/api/v1/orders", {"sku_id": sku.sku_id, "quantity": 1}, format="json",
                           HTTP_IDEMPOTENCY_KEY=unique("k"))
     assert buy.status_code == 409 and buy.json()["code"] == "sale_not_active", buy.content
-    assert redis_store.sku_key_names(sku_id=sku.sku_id) == []
+    assert redis_keys.sku_key_names(sku_id=sku.sku_id) == []
 
 
 def test_keys_stay_while_anything_is_in_flight_or_pending(make_sku, make_buyers):
@@ -63,7 +64,7 @@ def test_keys_stay_while_anything_is_in_flight_or_pending(make_sku, make_buyers)
     assert not {busy.sku_id, pending.sku_id, recent.sku_id} & set(out.dropped)
     assert out.skipped.get(busy.sku_id) == "busy"
     for s in (busy, pending, recent):
-        assert redis_store.snapshot_exists(sku_id=s.sku_id), s.sku_id
+        assert redis_snapshots.snapshot_exists(sku_id=s.sku_id), s.sku_id
         assert Sku.objects.get(pk=s.sku_id).redis_dropped_at is None
 
 
@@ -79,7 +80,7 @@ def test_a_window_that_ended_counts_by_redis_clock(make_sku):
     Sku.objects.filter(pk=other.sku_id).update(sale_ends_at=now - timedelta(minutes=30))
     out = retention.skus_retire(grace_s=60)
     assert out.skipped.get(other.sku_id) == "open"
-    assert redis_store.snapshot_exists(sku_id=other.sku_id)
+    assert redis_snapshots.snapshot_exists(sku_id=other.sku_id)
 
 
 def test_a_reopened_sku_is_loaded_at_once_and_exactly(make_sku, make_buyers):
@@ -91,17 +92,17 @@ def test_a_reopened_sku_is_loaded_at_once_and_exactly(make_sku, make_buyers):
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
     payload = OutboxMessage.objects.get(op_id=op_id).payload
     assert gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=3, user_id=None, total_delta=3,
-                                  wait_s=0) is redis_store.Give.APPLIED
+                                  wait_s=0) is redis_keys.Give.APPLIED
     assert InventoryLog.objects.get(op_id=op_id).status == InventoryLog.Status.SUCCESS
 
     skus.sku_update(sku_id=sku.sku_id, actor="t", status=Sku.Status.ACTIVE)
-    assert skus.stock_warm(sku_id=sku.sku_id) is skus.Warm.READY  # no fence: nothing was lost
+    assert snapshots.stock_warm(sku_id=sku.sku_id) is snapshots.Warm.READY  # no fence: nothing was lost
     row = Sku.objects.get(pk=sku.sku_id)
     assert row.redis_dropped_at is None and row.redis_epoch == 2
-    live = redis_store.live_stock(sku_id=sku.sku_id)
+    live = redis_live.live_stock(sku_id=sku.sku_id)
     assert (live.available, live.total) == (7, 7)
     assert gives.stock_gives_apply(gives=[payload], wait_s=0)["already"] == 1  # a late copy adds nothing
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 7
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
     (user, _t), = make_buyers(1)
     assert reserve_direct(sku.sku_id, user.pk).epoch == 2
 
@@ -112,16 +113,16 @@ def test_a_drop_and_a_load_never_overlap(make_sku):
     only while its epoch is the dropped one."""
     sku = make_sku(stock=2)
     ended_long_ago(sku.sku_id)
-    token = redis_store.warm_lock_acquire(sku_id=sku.sku_id)  # a warm-up is running
+    token = redis_snapshots.warm_lock_acquire(sku_id=sku.sku_id)  # a warm-up is running
     try:
         assert retention.skus_retire(grace_s=3600).skipped[sku.sku_id] == "a warm-up is running"
-        assert redis_store.snapshot_drop_ended(sku_id=sku.sku_id, epoch=1, lock_token="not-the-holder",
-                                               grace_ms=0) is redis_store.Drop.NOT_OURS
-        assert redis_store.snapshot_drop_ended(sku_id=sku.sku_id, epoch=2, lock_token=token,
-                                               grace_ms=0) is redis_store.Drop.NOT_OURS
+        assert redis_snapshots.snapshot_drop_ended(sku_id=sku.sku_id, epoch=1, lock_token="not-the-holder",
+                                                   grace_ms=0) is redis_keys.Drop.NOT_OURS
+        assert redis_snapshots.snapshot_drop_ended(sku_id=sku.sku_id, epoch=2, lock_token=token,
+                                                   grace_ms=0) is redis_keys.Drop.NOT_OURS
     finally:
-        redis_store.warm_lock_release(sku_id=sku.sku_id, token=token)
-    assert redis_store.snapshot_exists(sku_id=sku.sku_id)
+        redis_snapshots.warm_lock_release(sku_id=sku.sku_id, token=token)
+    assert redis_snapshots.snapshot_exists(sku_id=sku.sku_id)
     assert sku.sku_id in retention.skus_retire(grace_s=3600).dropped
 
 

@@ -1,4 +1,5 @@
-"""Which SKUs the sweeps visit: ended ones until their gives are applied."""
+"""inventory.selectors: which SKUs the sweeps visit (ended ones until their gives are
+applied), which ones retention may retire, and when a sweep counts as late."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -36,3 +37,35 @@ def test_a_retired_sku_is_not_swept(make_sku):
     assert sku.sku_id in retention.skus_retire(grace_s=3600).dropped
     assert sku.sku_id not in selectors.sku_ids_sweepable()
     assert sku.sku_id not in selectors.sku_ids_live()
+
+
+def test_an_ended_sku_is_retirable_after_its_grace_unless_a_give_is_pending(make_sku):
+    ended, pending, active = make_sku(stock=2), make_sku(stock=2), make_sku(stock=2)
+    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
+        stock.stock_restock(sku_id=pending.sku_id, quantity=1, reason="more", actor="t")
+    for s in (ended, pending):
+        skus.sku_update(sku_id=s.sku_id, actor="t", status=Sku.Status.ENDED)
+    ids = {s.sku_id for s in (ended, pending, active)}
+
+    # Ended just now: within the grace, nothing is retirable yet.
+    assert not ids & set(selectors.sku_ids_retirable(grace_s=3600, limit=10_000))
+
+    Sku.objects.filter(pk__in=[ended.sku_id, pending.sku_id]).update(
+        status_changed_at=timezone.now() - timedelta(hours=2))
+    assert ids & set(selectors.sku_ids_retirable(grace_s=3600, limit=10_000)) == {ended.sku_id}
+
+
+def test_a_sweep_is_late_after_three_intervals_from_when_it_is_measured():
+    every, now = 10_000, 1_000_000
+    slack = selectors.BEAT_SLACK_MS
+    # Measured from its last run, when it ran since beat began holding it.
+    assert not selectors.sweep_late(now_ms=now, every_ms=every, ran=now - 3 * every - slack, held=0, started=0)
+    assert selectors.sweep_late(now_ms=now, every_ms=every, ran=now - 3 * every - slack - 1, held=0, started=0)
+    # A run from before beat held it again does not count: measured from the hold
+    # (or the start of beat, whichever is later).
+    held = now - every
+    assert not selectors.sweep_late(now_ms=now, every_ms=every, ran=held - 1, held=held, started=0)
+    assert selectors.sweep_late(now_ms=now, every_ms=every, ran=0, held=1, started=now - 4 * every - slack)
+    assert not selectors.sweep_late(now_ms=now, every_ms=every, ran=None, held=None, started=now - every)
+    # No record at all: nothing shows beat alive.
+    assert selectors.sweep_late(now_ms=now, every_ms=every, ran=None, held=None, started=None)

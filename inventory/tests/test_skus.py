@@ -4,13 +4,14 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from conftest import unique
-from inventory import redis_store
-from inventory.services import skus
+from testsupport.factories import unique
+from core.redis import redis, text
+from inventory.redis import keys as redis_keys, snapshots as redis_snapshots
+from inventory.services import registry, skus, snapshots
 
 
 def members() -> set[str]:
-    return {redis_store.text(m) for m in redis_store.redis().smembers(redis_store.SKU_REGISTRY)}
+    return {text(m) for m in redis().smembers(redis_keys.SKU_REGISTRY)}
 
 
 def test_an_id_whose_create_rolled_back_leaves_the_registry(make_sku):
@@ -21,20 +22,20 @@ def test_an_id_whose_create_rolled_back_leaves_the_registry(make_sku):
         raise RuntimeError("the import failed half-way")
     assert gone in members()  # registered before its row, so a request right after the commit finds it
 
-    skus.sku_registry_rebuild(recent_s=0)
+    registry.sku_registry_rebuild(recent_s=0)
 
     assert gone not in members() and kept.sku_id in members()
-    assert redis_store.sku_registry_check(sku_id=gone) is False
-    assert skus.stock_warm(sku_id=gone) is skus.Warm.UNKNOWN
+    assert redis_snapshots.sku_registry_check(sku_id=gone) is False
+    assert snapshots.stock_warm(sku_id=gone) is snapshots.Warm.UNKNOWN
 
 
 def test_a_rebuild_keeps_an_id_registered_after_mysql_was_read(make_sku):
     """A create registers its id before its row commits: a rebuild that read
     MySQL just before must not drop it (the id counts as recent)."""
     fresh = unique("T")
-    redis_store.sku_registry_fill(sku_ids=[])  # as if MySQL was read before the row existed ...
-    redis_store.sku_registry_add(sku_id=fresh)  # ... and the create registered it meanwhile
-    skus.sku_registry_rebuild()  # the default window: the id stays
+    redis_snapshots.sku_registry_fill(sku_ids=[])  # as if MySQL was read before the row existed ...
+    redis_snapshots.sku_registry_add(sku_id=fresh)  # ... and the create registered it meanwhile
+    registry.sku_registry_rebuild()  # the default window: the id stays
     assert fresh in members()
-    redis_store.sku_registry_fill(sku_ids=[], recent_ms=0)
+    redis_snapshots.sku_registry_fill(sku_ids=[], recent_ms=0)
     assert fresh not in members()

@@ -9,8 +9,9 @@ reaches the JSON parser and a signed one cannot be re-encoded on the way.
 Answers: 200 whatever the capture did (paid now, paid before with this payment
 id, or recorded as a refund to make), so the provider's retries are harmless;
 400 bad_signature (nothing changes); 400 invalid for a signed body that is not
-a capture (checked through its declaration, orders.api.declarations.WEBHOOK_BODY); 413 too_large; 404 not_found while SECKILL_PAYMENT_WEBHOOK_SECRET is
-unset (the endpoint does not exist then).
+a capture (checked through its declaration, orders.api.declarations.WEBHOOK_BODY);
+413 too_large; 404 not_found while SECKILL_PAYMENT_WEBHOOK_SECRET is unset (the
+endpoint does not exist then).
 """
 from __future__ import annotations
 

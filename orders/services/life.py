@@ -23,7 +23,7 @@ from core import db
 from core.errors import AlreadyPaid, NotCancellable, NotPayable, OrderNotFound, PaymentIdReused
 from core.retry import with_mysql_retry
 from inventory.services.locks import skus_lock_nowait
-from inventory.services.stock import Release, Sale, stock_moves_apply
+from inventory.services.stock import GiveBack, Sale, stock_moves_apply
 from orders import selectors
 from orders.models import Order
 from orders.selectors import VIEW_FIELDS, OrderView
@@ -144,9 +144,9 @@ def order_moves_apply(*, sku_id: str, limit: int = 2000) -> MovesApplied:
             if not rows:
                 return MovesApplied(sku_id)
             sold = [Sale(oid, qty) for oid, st, qty, _ in rows if st == Order.Status.PAID]
-            released = [Release(oid, qty, user, "cancelled by buyer" if st == Order.Status.CANCELLED
-                                else "payment window passed", f"user:{user}" if st == Order.Status.CANCELLED
-                                else "expiry") for oid, st, qty, user in rows if st != Order.Status.PAID]
+            released = [GiveBack(oid, qty, user, "cancelled by buyer" if st == Order.Status.CANCELLED
+                                 else "payment window passed", f"user:{user}" if st == Order.Status.CANCELLED
+                                 else "expiry") for oid, st, qty, user in rows if st != Order.Status.PAID]
             stock_moves_apply(sku=sku, sold=sold, released=released)
             now = timezone.now()
             if sold:

@@ -12,7 +12,8 @@ import uuid
 
 import pytest
 
-from conftest import VENV_BIN, confirmed
+from testsupport import VENV_BIN
+from testsupport.stores import confirmed
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from inventory import redis_store
+from inventory.redis import live as redis_live
 
 
 @pytest.fixture
@@ -45,21 +45,21 @@ def test_bad_body_is_400_and_takes_nothing(api, sku, buyer, body, code):
     r = post(api(buyer[1]), body)
     assert r.status_code == 400, r.content
     assert r.json()["code"] == code
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 5
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 5
 
 
 @pytest.mark.parametrize("raw", ["{not json", "", "[1, 2]", '"text"', "null"])
 def test_malformed_json_is_400(api, sku, buyer, raw):
     r = post(api(buyer[1]), None, raw=raw)
     assert r.status_code == 400 and r.json()["code"] == "invalid"
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 5
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 5
 
 
 @pytest.mark.parametrize("key", [None, "", "k" * 65])
 def test_missing_or_bad_idempotency_key(api, sku, buyer, key):
     r = post(api(buyer[1]), {"sku_id": sku.sku_id, "quantity": 1}, key=key)
     assert r.status_code == 400 and r.json()["code"] == "idempotency_key_required"
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 5
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 5
 
 
 def test_unknown_sku_is_404(api, buyer):
@@ -72,7 +72,7 @@ def test_no_token_and_bad_token(api, sku):
     assert r.status_code == 401 and r.json()["code"] == "not_authenticated"
     r = post(api("0" * 40), {"sku_id": sku.sku_id, "quantity": 1})
     assert r.status_code == 401 and r.json()["code"] == "authentication_failed"
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 5
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 5
 
 
 def test_refused_request_claims_no_key(api, sku, buyer):
@@ -91,8 +91,8 @@ def test_key_reused_with_other_body_is_422(api, make_sku, sku, buyer):
     other = make_sku(stock=5)
     r = post(c, {"sku_id": other.sku_id, "quantity": 1}, key="reuse")
     assert r.status_code == 422 and r.json()["code"] == "idempotency_key_reused"
-    assert redis_store.live_stock(sku_id=other.sku_id).available == 5
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 4
+    assert redis_live.live_stock(sku_id=other.sku_id).available == 5
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 4
 
 
 def test_sale_not_active(api, make_sku, buyer):

@@ -5,7 +5,8 @@ import uuid
 
 import pytest
 
-from conftest import run_parallel, assert_balanced, decr_log_by_order, settled
+from testsupport.http import run_parallel
+from testsupport.stores import assert_balanced, decr_log_by_order, settled
 from inventory.models import InventoryLog
 from orders.models import Order
 

@@ -6,8 +6,12 @@ import pytest
 from django.conf import settings
 from kombu import Connection, Producer
 
-from conftest import publish, reserve_direct, wait_until, assert_balanced, decr_log_by_order, settled
-from inventory import messages, redis_store
+from testsupport import wait_until
+from testsupport.purchase import publish, reserve_direct
+from testsupport.stores import assert_balanced, decr_log_by_order, settled
+from core.redis import redis
+from inventory import messages
+from inventory.redis import gate, keys as redis_keys, live as redis_live
 from inventory.models import DeadLetter, InventoryLog, Sku
 from orders.models import Order
 
@@ -22,9 +26,9 @@ def test_message_delivered_twice_confirms_once(worker, make_sku, make_buyers):
     wait_until(lambda: Order.objects.filter(pk=res.order_id).exists(), what="order row")
     settled(sku.sku_id)
     # a third delivery after everything settled, and after Redis forgot it was done
-    redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).done)
+    redis().delete(redis_keys.sku_keys(sku.sku_id).done)
     publish(res)
-    wait_until(lambda: redis_store.is_settled(sku_id=sku.sku_id, order_id=res.order_id), what="re-settled")
+    wait_until(lambda: gate.is_settled(sku_id=sku.sku_id, order_id=res.order_id), what="re-settled")
     sku = assert_balanced(sku.sku_id)
     assert (sku.available_stock, sku.locked_stock) == (3, 2)
     assert Order.objects.filter(sku_id=sku.sku_id).count() == 1
@@ -47,8 +51,8 @@ def test_mysql_refusal_fails_the_order_and_returns_only_the_buyer_count(worker, 
     row = Sku.objects.get(pk=sku.sku_id)
     assert (row.available_stock, row.locked_stock, row.frozen_stock) == (0, 1, 1)
     # the unit did not come back to Redis (it would fail again); the buyer's count did
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 0
-    buyers = redis_store.redis().hgetall(redis_store.sku_keys(sku.sku_id).buyers)
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 0
+    buyers = redis().hgetall(redis_keys.sku_keys(sku.sku_id).buyers)
     assert str(failed.user_id).encode() not in buyers
     assert decr_log_by_order(sku.sku_id)[failed.order_id] == InventoryLog.Status.FAIL
 
@@ -86,7 +90,7 @@ def test_confirm_queue_has_one_active_consumer_a_delivery_limit_and_a_dead_lette
 
 
 def rabbitmq_queue_args() -> dict:
-    from conftest import rabbitmq_queue
+    from testsupport.stores import rabbitmq_queue
 
     q = rabbitmq_queue(settings.SECKILL_CONFIRM_QUEUE)
     return {a[0]: a[-1] for a in q["arguments"]}

@@ -9,10 +9,14 @@ from django.conf import settings
 from django.db import connection
 
 from benchmarks.faults import mariadb_restart, redis_start_empty, redis_stop
-from conftest import (
-    RowHold, accepted_ids, publish, rabbitmq_queue, rabbitmq_restart, rebuild_lost, reserve_direct, sell, sell_during, start_worker, wait_until, assert_balanced, settled,
-)
-from inventory import redis_store
+from testsupport import wait_until
+from testsupport.faults import RowHold, rabbitmq_restart, sell_during
+from testsupport.http import accepted_ids, sell
+from testsupport.processes import start_worker
+from testsupport.purchase import publish, rebuild_lost, reserve_direct
+from testsupport.stores import assert_balanced, rabbitmq_queue, settled
+from core.redis import redis
+from inventory.redis import gate, keys as redis_keys, snapshots as redis_snapshots
 from inventory.models import DeadLetter, InventoryLog, Sku
 from orders.models import Order
 
@@ -36,7 +40,7 @@ def test_consumer_survives_repeated_broker_restarts_with_messages_buffered(worke
     sku = make_sku(stock=400, per_user_limit=400)
     (user, _), = make_buyers(1)
     pid = worker.popen.pid
-    for round_ in range(3):
+    for _round in range(3):
         held = [reserve_direct(sku.sku_id, user.pk) for _ in range(30)]
         with RowHold(sku.sku_id):
             publish(*held)
@@ -107,7 +111,7 @@ def test_rabbitmq_stopped_and_started_during_a_sale(web, worker, make_sku, make_
     assert set(codes) <= {202, 409, 503} and codes.count(202) >= 1
     # a message the broker lost while going down comes back through the orphan sweep
     deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and redis_store.inflight_entries(sku_id=sku.sku_id):
+    while time.monotonic() < deadline and gate.inflight_entries(sku_id=sku.sku_id):
         orphans_recover(sku_ids=[sku.sku_id], ahead_s=15)
         time.sleep(2)
     no_loss(sku.sku_id, results, 60)
@@ -134,7 +138,7 @@ def no_loss(sku_id, results, stock):
 
 def test_redis_stopped_while_messages_wait_loses_no_order(worker, make_sku, make_buyers):
     """Redis goes away with reservations in flight: the messages alone finish them."""
-    from inventory.services.skus import Warm, stock_warm
+    from inventory.services.snapshots import Warm, stock_warm
 
     sku = make_sku(stock=30, per_user_limit=1)
     buyers = make_buyers(20)
@@ -150,7 +154,7 @@ def test_redis_stopped_while_messages_wait_loses_no_order(worker, make_sku, make
     # Redis came back empty: the SKU is fenced, and the worker rebuilds it once
     # the fence has come through the confirm queue
     assert stock_warm(sku_id=sku.sku_id) is Warm.FENCED
-    wait_until(lambda: redis_store.snapshot_exists(sku_id=sku.sku_id), timeout=30, what="rebuilt behind the fence")
+    wait_until(lambda: redis_snapshots.snapshot_exists(sku_id=sku.sku_id), timeout=30, what="rebuilt behind the fence")
     row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.locked_stock) == (10, 20)
     assert InventoryLog.objects.filter(sku_id=sku.sku_id, operation="DECR").count() == 20
@@ -183,7 +187,7 @@ def test_a_task_running_when_the_broker_restarts_does_not_end_the_worker(process
     w = start_worker(process_env, name=f"pool-{uuid.uuid4().hex[:4]}")
     try:
         sku = make_sku(stock=3)
-        redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).stock)  # the give will wait for a snapshot
+        redis().delete(redis_keys.sku_keys(sku.sku_id).stock)  # the give will wait for a snapshot
         stock.stock_restock(sku_id=sku.sku_id, quantity=2, reason="more", actor="t")
         wait_until(lambda: "stock_gives_task" in w.log_text() and "received" in w.log_text(), timeout=30,
                    what="the give task running")

@@ -1,9 +1,9 @@
 """The confirm's decision as a pure function: no server involved."""
 from __future__ import annotations
 
-from inventory.redis_store import Reservation
+from inventory.domain import Reservation
 from orders.services.confirm import (
-    CLOSED_REFUSAL, KEY_REFUSAL, LIMIT_REFUSAL, STALE_REFUSAL, STOCK_REFUSAL, SaleState, decide,
+    CLOSED_REFUSAL, KEY_REFUSAL, LIMIT_REFUSAL, STALE_REFUSAL, STOCK_REFUSAL, SaleState, decide, order_outcome,
 )
 
 
@@ -15,9 +15,8 @@ def sale(available=10, limit=5, **kw):
     return SaleState(available=available, per_user_limit=limit, status=kw.pop("status", "active"), **kw)
 
 
-def run(batch, *, known=None, released=(), keys=(), held=None, state=None):
-    return decide(batch=batch, known=known or {}, released=set(released), keys_taken=set(keys),
-                  held=held or {}, sale=state or sale())
+def run(batch, *, decided=None, keys=(), held=None, state=None):
+    return decide(batch=batch, decided=decided or {}, keys_taken=set(keys), held=held or {}, sale=state or sale())
 
 
 def test_accepts_in_the_order_the_gate_did_until_stock_runs_out():
@@ -27,10 +26,9 @@ def test_accepts_in_the_order_the_gate_did_until_stock_runs_out():
     assert d.settle_failed == ["c"] and d.settle_given_back == []
 
 
-def test_known_orders_and_released_reservations_take_nothing():
+def test_reservations_decided_before_follow_their_decision_and_take_nothing():
     d = run([r("a"), r("b"), r("c"), r("d"), r("e")],
-            known={"a": ("PENDING_PAYMENT", ""), "b": ("FAILED", STOCK_REFUSAL), "c": ("FAILED", LIMIT_REFUSAL)},
-            released={"d"})
+            decided={"a": "confirmed", "b": "refused", "c": "failed", "d": "released"})
     assert [x.order_id for x in d.accepted] == ["e"]
     assert (d.confirmed_before, d.failed_before, d.returned_before, d.released) == (["a"], ["b"], ["c"], ["d"])
     assert sorted(d.settle_confirmed) == ["a", "e"]
@@ -84,3 +82,10 @@ def test_a_reservation_of_a_lost_redis_reaching_the_confirm_after_the_rebuild_is
     assert d.settle_failed == ["a"] and d.settle_given_back == []
     # before any rebuild the same reservation is an order
     assert [x.order_id for x in run([old], state=sale(available=1, epoch=1)).accepted] == ["a"]
+
+
+def test_an_order_of_record_stands_for_the_decision_its_confirm_made():
+    assert [order_outcome(status, "") for status in ("PENDING_PAYMENT", "PAID", "CANCELLED", "EXPIRED")] == [
+        "confirmed"] * 4
+    assert order_outcome("FAILED", STOCK_REFUSAL) == order_outcome("FAILED", STALE_REFUSAL) == "refused"
+    assert {order_outcome("FAILED", why) for why in (CLOSED_REFUSAL, KEY_REFUSAL, LIMIT_REFUSAL)} == {"failed"}

@@ -11,8 +11,10 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from conftest import assert_balanced, confirmed, gives_applied, moves_applied, place as buy, settled, wait_until
-from inventory import redis_store
+from testsupport import wait_until
+from testsupport.http import place as buy
+from testsupport.stores import assert_balanced, confirmed, gives_applied, moves_applied, settled
+from inventory.redis import gate, live as redis_live
 from inventory.models import InventoryLog, OutboxMessage
 from orders.services import life as services
 from orders.models import Order
@@ -75,7 +77,7 @@ def test_expired_stock_is_bought_again_by_a_new_buyer(api, make_sku, make_buyers
         pass
     assert Order.objects.get(pk=oid).status == Order.Status.EXPIRED
     gives_applied(sku.sku_id)
-    wait_until(lambda: redis_store.live_stock(sku_id=sku.sku_id).available == 1, what="unit back in Redis")
+    wait_until(lambda: redis_live.live_stock(sku_id=sku.sku_id).available == 1, what="unit back in Redis")
     # the process memo of "sold out" is short; give it time to lapse
     wait_until(lambda: api(second).post("/api/v1/orders", {"sku_id": sku.sku_id, "quantity": 1}, format="json",
                                         HTTP_IDEMPOTENCY_KEY=uuid.uuid4().hex).status_code == 202,
@@ -108,7 +110,7 @@ def test_relay_dying_after_commit_loses_nothing(make_sku, worker, live_db):
     with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("relay died")):
         op_id = stock_restock(sku_id=sku.sku_id, quantity=2, reason="more", actor="t")
     assert OutboxMessage.objects.get(op_id=op_id).sent_at is None
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 1  # Redis not given yet
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 1  # Redis not given yet
     assert outbox_relay(older_than_s=0) >= 1
     gives_applied(sku.sku_id)
     row = assert_balanced(sku.sku_id)
@@ -140,7 +142,7 @@ def test_give_delivered_twice_restores_once(api, make_sku, make_buyers, worker):
 
 def test_pay_cancel_and_expiry_race_with_one_winner_each(make_sku, make_buyers, worker, live_db):
     """Hundreds of orders; payers, cancellers and expiry sweepers all at once."""
-    from conftest import reserve_direct
+    from testsupport.purchase import reserve_direct
     from inventory.messages import publish_confirms
 
     n = 200
@@ -247,7 +249,7 @@ def test_a_second_payment_id_on_a_paid_order_is_409_already_paid(api, make_sku, 
 
 def test_pay_or_cancel_of_a_final_order_locks_no_sku_row(api, make_sku, make_buyers, worker):
     """With the SKU row held by someone else, a refusal or a repeat still answers."""
-    from conftest import RowHold
+    from testsupport.faults import RowHold
 
     sku = make_sku(stock=3, per_user_limit=2)
     (_, token), = make_buyers(1)
@@ -277,7 +279,7 @@ def test_pay_or_cancel_of_a_final_order_locks_no_sku_row(api, make_sku, make_buy
 
 
 def test_a_payment_waits_for_no_sku_row_and_its_move_lands_when_the_row_is_free(api, make_sku, make_buyers, worker):
-    from conftest import RowHold
+    from testsupport.faults import RowHold
 
     sku = make_sku(stock=4, per_user_limit=4)
     (_, token), = make_buyers(1)
@@ -311,7 +313,7 @@ def test_the_mover_applies_any_number_of_moves_with_the_same_statements(make_sku
     size: payments do not queue behind the row one by one."""
     from django.test.utils import CaptureQueriesContext
 
-    from conftest import reserve_direct
+    from testsupport.purchase import reserve_direct
     from orders.services.confirm import confirm_in_mysql
 
     def apply_batch(n: int) -> list[str]:
@@ -325,7 +327,7 @@ def test_the_mover_applies_any_number_of_moves_with_the_same_statements(make_sku
             done = services.order_moves_apply(sku_id=sku.sku_id)
         assert (done.sold, done.released) == (n // 2, n // 2)
         for r in reservations:
-            redis_store.release(sku_id=sku.sku_id, order_id=r.order_id)
+            gate.release(sku_id=sku.sku_id, order_id=r.order_id)
         return [x["sql"].split(" WHERE ")[0][:60] for x in q.captured_queries]
 
     small, large = apply_batch(4), apply_batch(40)

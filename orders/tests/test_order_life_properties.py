@@ -21,11 +21,14 @@ from unittest import mock
 from django.db.models import Sum
 from django.utils import timezone
 from hypothesis import HealthCheck, settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
+                                 run_state_machine_as_test)
 
 from accounts import token_cache
-from conftest import fence_reached
-from inventory import redis_store
+from testsupport.purchase import fence_reached
+from core.redis import redis
+from inventory.domain import Reservation
+from inventory.redis import gate, snapshots as redis_snapshots
 from core.errors import DomainError
 from inventory.models import InventoryLog, Sku
 from inventory.services import gives, stock
@@ -43,8 +46,8 @@ class OrderLife(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.sku_id = f"P-{uuid.uuid4().hex[:10]}"
-        self.confirms: list[redis_store.Reservation] = []  # messages the "broker" holds
-        self.delivered: list[redis_store.Reservation] = []
+        self.confirms: list[Reservation] = []  # messages the "broker" holds
+        self.delivered: list[Reservation] = []
         self.gives: list[dict] = []
         self.gives_done: list[dict] = []
         self.accepted: set[str] = set()  # answered 202
@@ -164,9 +167,9 @@ class OrderLife(RuleBasedStateMachine):
 
     @rule()
     def redis_loses_everything(self):
-        redis_store.redis().flushdb()
+        redis().flushdb()
 
-    @precondition(lambda self: redis_store.fence_token(sku_id=self.sku_id) is not None)
+    @precondition(lambda self: redis_snapshots.fence_token(sku_id=self.sku_id) is not None)
     @rule()
     def fence_reaches_the_consumer(self):
         """The broker delivers a fence after every confirm it held when the fence
@@ -227,14 +230,14 @@ class OrderLife(RuleBasedStateMachine):
         a, b = self._capture()
         with a, b:
             reconciliation.reconciliation_run(trigger="command", observe_gap_s=0, sku_ids=[self.sku_id])
-            if redis_store.fence_token(sku_id=self.sku_id) is not None:
+            if redis_snapshots.fence_token(sku_id=self.sku_id) is not None:
                 self.fence_reaches_the_consumer()
-            for p in list(self.gives):  # the snapshot is there again: every give lands
+            for _give in list(self.gives):  # the snapshot is there again: every give lands
                 self.deliver_give(0, keep=False)
             for _ in range(2):
                 reconciliation.reconciliation_run(trigger="command", observe_gap_s=0, sku_ids=[self.sku_id])
         # the settled stores: Redis equals MySQL (nothing is in flight any more)
-        if not redis_store.inflight_entries(sku_id=self.sku_id) and not self.gives:
+        if not gate.inflight_entries(sku_id=self.sku_id) and not self.gives:
             m = reconciliation.sku_measure(sku_id=self.sku_id)
             assert m.drift == 0, (m.redis_available, m.expected, m.in_flight, m.gives_unapplied)
         # a 202 is an order, never FAILED, whatever Redis lost meanwhile

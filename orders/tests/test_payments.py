@@ -23,10 +23,12 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from conftest import (assert_balanced, confirmed, gives_applied, moves_applied, place as buy, settled,
-                      start_web, unique)
+from testsupport.factories import unique
+from testsupport.http import place as buy
+from testsupport.processes import start_web
+from testsupport.stores import assert_balanced, confirmed, gives_applied, moves_applied, settled
 from core.errors import BadSignature, NotCancellable
-from inventory import redis_store
+from inventory.redis import live as redis_live
 from inventory.models import Sku
 from orders.models import Order, PaymentRefund
 from orders.services import life, payments
@@ -189,7 +191,7 @@ def test_a_capture_after_cancel_or_expiry_is_one_refund_and_moves_no_unit(pendin
     Order.objects.filter(pk__in=[expired, late]).update(expires_at=timezone.now() - timedelta(seconds=1))
     assert Order.objects.filter(pk=expired).update(status=Order.Status.EXPIRED, closed_at=timezone.now()) == 1
     gives_applied(sku.sku_id)
-    before, live_before = buckets(sku.sku_id), redis_store.live_stock(sku_id=sku.sku_id).available
+    before, live_before = buckets(sku.sku_id), redis_live.live_stock(sku_id=sku.sku_id).available
     ids = {cancelled: pid(), expired: pid(), late: pid()}
     for _ in range(2):  # the provider's retry records nothing more
         for oid, p in ids.items():
@@ -205,7 +207,7 @@ def test_a_capture_after_cancel_or_expiry_is_one_refund_and_moves_no_unit(pendin
     assert final == {cancelled: "CANCELLED", expired: "EXPIRED", late: "PENDING_PAYMENT"}
     assert not Order.objects.filter(pk__in=ids, payment_id__isnull=False).exists()
     assert buckets(sku.sku_id) == before
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == live_before
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == live_before
     # the late one is swept as usual; its unit goes back once, nothing sold
     while life.orders_expire(sku_ids=[sku.sku_id]):
         pass

@@ -8,8 +8,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from conftest import wait_until, assert_balanced, settled, post_order as buy
-from inventory import redis_store
+from testsupport import wait_until
+from testsupport.http import post_order as buy
+from testsupport.stores import assert_balanced, settled
+from core.redis import RedisError, redis
+from inventory.redis import gate, keys as redis_keys, live as redis_live
 from orders.models import Order
 
 
@@ -31,7 +34,7 @@ def test_purchase_makes_no_mysql_query(api, make_sku, make_buyers):
     replay = buy(client2, sku.sku_id, "k1")
     assert replay.status_code == 202 and replay.json()["order_id"] == accepted.json()["order_id"]
     assert replay.json()["replayed"] is True
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 3
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 3
 
 
 @pytest.mark.worker
@@ -65,13 +68,13 @@ def test_failed_publish_undoes_the_take_and_answers_503(api, make_sku, make_buye
     with mock.patch("kombu.messaging.Producer.publish", side_effect=ConnectionResetError("broker gone")):
         r = buy(client, sku.sku_id, "k")
     assert r.status_code == 503 and r.json()["code"] == "unavailable"
-    live = redis_store.live_stock(sku_id=sku.sku_id)
+    live = redis_live.live_stock(sku_id=sku.sku_id)
     assert (live.available, live.inflight) == (2, 0)
-    assert redis_store.inflight_entries(sku_id=sku.sku_id) == []
+    assert gate.inflight_entries(sku_id=sku.sku_id) == []
     # nothing was claimed: the same key works once the broker is back
     again = buy(client, sku.sku_id, "k")
     assert again.status_code == 202
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 1
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 1
 
 
 def test_redis_down_answers_503(api, make_sku, make_buyers):
@@ -79,7 +82,7 @@ def test_redis_down_answers_503(api, make_sku, make_buyers):
     (_, token), = make_buyers(1)
     client = api(token)
     buy(client, sku.sku_id, "prime")  # token record cached
-    with mock.patch("orders.services.place.run_together", side_effect=redis_store.RedisError("down")):
+    with mock.patch("orders.services.place.run_together", side_effect=RedisError("down")):
         r = buy(client, sku.sku_id, "k2")
     assert r.status_code == 503 and r.json()["code"] == "unavailable"
 
@@ -106,7 +109,7 @@ def test_token_records_rebuilt_after_redis_loss(api, make_sku, make_buyers):
     (_, token), = make_buyers(1)
     from accounts.token_cache import token_keys
 
-    redis_store.redis().delete(token_keys(token).record)
+    redis().delete(token_keys(token).record)
     assert buy(api(token), sku.sku_id, "a").status_code == 202
 
 
@@ -121,8 +124,8 @@ def test_list_shows_an_order_still_processing(api, make_sku, make_buyers):
     listed = api(token).get("/api/v1/orders").json()["results"]
     assert {(o["order_id"], o["status"]) for o in listed[:2]} == {(second, "PROCESSING"), (first, "PROCESSING")}
     assert len(listed) == 2  # nobody else's
-    redis_store.release(sku_id=sku.sku_id, order_id=first)
-    redis_store.release(sku_id=sku.sku_id, order_id=second)
+    gate.release(sku_id=sku.sku_id, order_id=first)
+    gate.release(sku_id=sku.sku_id, order_id=second)
 
 
 # --- Idempotency-Key: opaque, case-sensitive, scoped to the user across SKUs ------------
@@ -149,14 +152,14 @@ def test_the_same_key_for_another_sku_is_422_and_takes_nothing(api, make_sku, ma
     assert first.status_code == 202
     other = buy(client, b.sku_id, "one-key")
     assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
-    assert redis_store.live_stock(sku_id=b.sku_id).available == 5
+    assert redis_live.live_stock(sku_id=b.sku_id).available == 5
     assert buy(client, a.sku_id, "one-key", qty=2).status_code == 422
 
 
 @pytest.mark.worker
 @pytest.mark.web
 def test_the_same_key_for_two_skus_at_the_same_moment_makes_one_order(web, worker, make_sku, make_buyers):
-    from conftest import run_parallel
+    from testsupport.http import run_parallel
 
     a, b = make_sku(stock=50), make_sku(stock=50)
     buyers = make_buyers(20)
@@ -206,7 +209,7 @@ def test_a_503_stays_true_when_the_broker_delivers_the_message_after_redis_lost_
         api, make_sku, make_buyers, worker):
     """The client was told 503; the broker had the message after all and
     delivers it once Redis has forgotten the release: no order may appear."""
-    from conftest import publish, reserve_direct
+    from testsupport.purchase import publish, reserve_direct
     from inventory import messages
 
     sku = make_sku(stock=3)
@@ -216,7 +219,7 @@ def test_a_503_stays_true_when_the_broker_delivers_the_message_after_redis_lost_
         r = buy(api(token), sku.sku_id, "told-503")
     assert r.status_code == 503
     [reservation] = sent
-    redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).released)  # Redis forgets the release
+    redis().delete(redis_keys.sku_keys(sku.sku_id).released)  # Redis forgets the release
     messages.publish_confirms([reservation])  # ... and the broker delivers the stored copy
     marker = reserve_direct(sku.sku_id, user.pk, key="after")
     publish(marker)  # one consumer, in order: once this one is confirmed, the first was handled
@@ -249,12 +252,12 @@ def test_listing_orders_reads_only_the_callers_reservations(api, make_sku, make_
         mine = buy(api(me), sku.sku_id, "mine").json()["order_id"]
         for _, tok in others:
             buy(api(tok), sku.sku_id, "theirs")
-    with mock.patch("inventory.redis_store.inflight_find", wraps=redis_store.inflight_find) as find:
+    with mock.patch("inventory.redis.gate.inflight_find", wraps=gate.inflight_find) as find:
         listed = api(me).get("/api/v1/orders").json()["results"]
     assert [o["order_id"] for o in listed] == [mine] and listed[0]["status"] == "PROCESSING"
     assert sum(len(call.kwargs["candidates"]) for call in find.call_args_list) == 1
-    for r in redis_store.inflight_entries(sku_id=sku.sku_id):
-        redis_store.release(sku_id=sku.sku_id, order_id=r.order_id)
+    for r in gate.inflight_entries(sku_id=sku.sku_id):
+        gate.release(sku_id=sku.sku_id, order_id=r.order_id)
 
 
 def test_a_retry_while_the_first_request_is_still_publishing_answers_as_that_request_ends(
@@ -295,7 +298,7 @@ def test_a_retry_while_the_first_request_is_still_publishing_answers_as_that_req
     with mock.patch("inventory.messages.publish_confirm", side_effect=publish):
         first = threading.Thread(target=place, args=("first",))
         first.start()
-        wait_until(lambda: published and redis_store.inflight_entries(sku_id=sku.sku_id), what="first in flight")
+        wait_until(lambda: published and gate.inflight_entries(sku_id=sku.sku_id), what="first in flight")
         retry = threading.Thread(target=place, args=("retry",))
         retry.start()
         time.sleep(0.3)  # the retry is waiting now; the first request's publish fails
@@ -306,4 +309,4 @@ def test_a_retry_while_the_first_request_is_still_publishing_answers_as_that_req
     placed = outcomes["retry"]
     assert not isinstance(placed, Exception), placed
     assert placed.order_id != published[0] and placed.created  # a new order, not the one given up
-    assert [r.order_id for r in redis_store.inflight_entries(sku_id=sku.sku_id)] == [placed.order_id]
+    assert [r.order_id for r in gate.inflight_entries(sku_id=sku.sku_id)] == [placed.order_id]

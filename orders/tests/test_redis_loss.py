@@ -1,5 +1,5 @@
-"""A Redis loss costs a pause, never a broken promise (README, "When Redis loses
-a SKU"). Against the real servers: Redis flushed mid-sale, Redis killed and
+"""A Redis loss costs a pause, never a broken promise (docs/architecture.md,
+"When Redis loses a SKU"). Against the real servers: Redis flushed mid-sale, Redis killed and
 started again empty mid-sale, and Redis lost while the worker is down. In each,
 every 202 becomes an order that is not FAILED, a key is answered with one order
 id before and after the loss, the SKU answers 503 while its rebuild is fenced
@@ -18,8 +18,13 @@ import pytest
 from django.db.models import Count
 
 from benchmarks.faults import redis_start_empty, redis_stop
-from conftest import Http, assert_balanced, fence_reached, rebuild_lost, reserve_direct, settled, start_worker, wait_until
-from inventory import redis_store
+from testsupport import wait_until
+from testsupport.http import Http
+from testsupport.processes import start_worker
+from testsupport.purchase import fence_reached, rebuild_lost, reserve_direct
+from testsupport.stores import assert_balanced, settled
+from core.redis import redis
+from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import Sku
 from orders.models import Order
 from reconciliation.services import reconciliation_run
@@ -122,9 +127,9 @@ def lose_redis_mid_sale(fault, web, process_env, make_sku, make_buyers):
     left_at_loss: list[int] = []
 
     def land() -> None:
-        wait_until(lambda: (redis_store.live_stock(sku_id=sku.sku_id) or redis_store.LiveStock(stock, 0, 0, 0, 0))
+        wait_until(lambda: (redis_live.live_stock(sku_id=sku.sku_id) or redis_live.LiveStock(stock, 0, 0, 0, 0))
                    .available <= stock - 10, timeout=30, interval=0.01, what="the sale under way")
-        left_at_loss.append(redis_store.live_stock(sku_id=sku.sku_id).available)
+        left_at_loss.append(redis_live.live_stock(sku_id=sku.sku_id).available)
         fault()
         lost_at.append(time.monotonic())
 
@@ -148,7 +153,7 @@ def lose_redis_mid_sale(fault, web, process_env, make_sku, make_buyers):
 @pytest.mark.web
 @pytest.mark.worker
 def test_flushall_mid_sale_breaks_no_promise(web, no_worker, process_env, make_sku, make_buyers):
-    lose_redis_mid_sale(lambda: redis_store.redis().flushall(), web, process_env, make_sku, make_buyers)
+    lose_redis_mid_sale(lambda: redis().flushall(), web, process_env, make_sku, make_buyers)
 
 
 @pytest.mark.web
@@ -172,16 +177,16 @@ def test_redis_lost_while_the_worker_is_down_pauses_until_it_is_back(web, no_wor
     early = [Click(t, uuid.uuid4().hex) for t in tokens[:30]]
     click_all(web.port, sku.sku_id, early, threads=10, patience=0)
     assert [c.final()[0] for c in early] == [202] * 30  # their confirms wait in the broker
-    redis_store.redis().flushdb()
+    redis().flushdb()
 
     http = Http(web.port)
     status, body = http.post_order(tokens[30], sku.sku_id, 1, uuid.uuid4().hex)
     assert (status, body["code"]) == (503, "unavailable")
-    assert redis_store.fence_token(sku_id=sku.sku_id) is not None
+    assert redis_snapshots.fence_token(sku_id=sku.sku_id) is not None
     time.sleep(3.5)  # past the fence's not-before: with no consumer it cannot pass
     status, body = http.post_order(early[0].token, sku.sku_id, 1, early[0].key)  # a retry of an accepted click
     assert (status, body["code"]) == (503, "unavailable")
-    assert redis_store.live_stock(sku_id=sku.sku_id) is None
+    assert redis_live.live_stock(sku_id=sku.sku_id) is None
     assert Order.objects.filter(sku_id=sku.sku_id).count() == 0
 
     back = time.monotonic()
@@ -216,9 +221,9 @@ def test_a_freeze_in_progress_when_redis_is_lost_is_counted_by_the_rebuild(make_
     real = stock.with_mysql_retry
 
     def loss_then_rebuild_then_mysql(fn):
-        redis_store.redis().flushdb()
+        redis().flushdb()
         rebuild_lost(sku.sku_id)
-        live = redis_store.live_stock(sku_id=sku.sku_id)
+        live = redis_live.live_stock(sku_id=sku.sku_id)
         assert (live.available, live.frozen) == (7, 3)  # counted, before MySQL moved
         return real(fn)
 
@@ -226,7 +231,7 @@ def test_a_freeze_in_progress_when_redis_is_lost_is_counted_by_the_rebuild(make_
         op_id = stock.stock_freeze(sku_id=sku.sku_id, quantity=3, reason="damaged", actor="t")
     row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.frozen_stock) == (7, 3)
-    assert redis_store.freeze(sku_id=sku.sku_id, op_id=op_id, quantity=3) is redis_store.Freeze.ALREADY
+    assert gate.freeze(sku_id=sku.sku_id, op_id=op_id, quantity=3) is redis_keys.Freeze.ALREADY
 
 
 def test_a_freeze_while_the_sku_is_fenced_takes_nothing(make_sku, live_db):
@@ -235,7 +240,7 @@ def test_a_freeze_while_the_sku_is_fenced_takes_nothing(make_sku, live_db):
     from inventory.services import stock
 
     sku = make_sku(stock=10)
-    redis_store.redis().flushdb()
+    redis().flushdb()
     with pytest.raises(Unavailable):
         stock.stock_freeze(sku_id=sku.sku_id, quantity=3, reason="damaged", actor="t")
     assert not InventoryLog.objects.filter(sku_id=sku.sku_id, operation="FREEZE").exists()
@@ -245,17 +250,17 @@ def test_a_freeze_while_the_sku_is_fenced_takes_nothing(make_sku, live_db):
 def test_a_fence_left_unlisted_is_listed_again_by_the_orphan_sweep(make_sku, live_db):
     """A fencer that dies between marking the SKU and listing its fence would
     leave the SKU answering 503 for good: the orphan sweep lists it again."""
-    from inventory.services.skus import Warm, stock_warm
+    from inventory.services.snapshots import Warm, stock_warm
     from reconciliation.services import orphans_recover
 
     sku = make_sku(stock=5)
-    redis_store.redis().flushdb()
+    redis().flushdb()
     assert stock_warm(sku_id=sku.sku_id) is Warm.FENCED
-    token = redis_store.fence_token(sku_id=sku.sku_id)
-    redis_store.redis().zrem(redis_store.FENCES_KEY, sku.sku_id)  # the listing never happened
-    assert sku.sku_id not in redis_store.fences_listed()
+    token = redis_snapshots.fence_token(sku_id=sku.sku_id)
+    redis().zrem(redis_keys.FENCES_KEY, sku.sku_id)  # the listing never happened
+    assert sku.sku_id not in redis_snapshots.fences_listed()
     orphans_recover(sku_ids=[sku.sku_id])
-    assert redis_store.fences_listed()[sku.sku_id] == redis_store.Fence(sku.sku_id, token).not_before_ms
+    assert redis_snapshots.fences_listed()[sku.sku_id] == redis_snapshots.Fence(sku.sku_id, token).not_before_ms
 
 
 def test_a_new_redis_instance_holding_old_data_is_not_trusted(make_sku, make_buyers, live_db):
@@ -268,27 +273,27 @@ def test_a_new_redis_instance_holding_old_data_is_not_trusted(make_sku, make_buy
 
     sku = make_sku(stock=10, per_user_limit=5)
     (user, _), = make_buyers(1)
-    keys = redis_store.sku_keys(sku.sku_id)
-    r = redis_store.redis()
+    keys = redis_keys.sku_keys(sku.sku_id)
+    r = redis()
     old = {k: r.dump(k) for k in (keys.stock,)}  # what a file made now would hold
     reservations_confirm(reservations=[reserve_direct(sku.sku_id, user.pk, qty=3)])
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 7
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
     for k, v in old.items():  # the new instance comes up with the older data ...
         r.restore(k, 0, v, replace=True)
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 10
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 10
     r.set(INSTANCE_KEY, "the-instance-before")  # ... recorded by the instance before it
     r.script_flush()  # ... and, being new, no scripts
 
-    got = redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k2",
-                              order_id=uuid.uuid4().hex)
-    assert got.code is redis_store.Reserve.FENCED  # the old snapshot sold nothing
-    assert redis_store.redis().get(INSTANCE_KEY).decode() == redis_store.redis().info("server")["run_id"]
+    got = gate.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k2",
+                       order_id=uuid.uuid4().hex)
+    assert got.code is redis_keys.Reserve.FENCED  # the old snapshot sold nothing
+    assert redis().get(INSTANCE_KEY).decode() == redis().info("server")["run_id"]
     # every script is loaded by the check: a script first used later meets no NOSCRIPT on this instance
-    assert all(redis_store.redis().script_exists(*(redis_store._script(n).sha for n in ("freeze", "give", "adjust"))))
+    assert all(redis().script_exists(*(redis_keys._script(n).sha for n in ("freeze", "give", "adjust"))))
     fence_reached(sku.sku_id)
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 7
-    assert redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k3",
-                               order_id=uuid.uuid4().hex).code is redis_store.Reserve.OK
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
+    assert gate.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k3",
+                        order_id=uuid.uuid4().hex).code is redis_keys.Reserve.OK
 
 
 @pytest.mark.web
@@ -314,16 +319,16 @@ def test_a_checker_that_died_holds_the_other_processes_back_only_briefly(make_sk
 
     sku = make_sku(stock=3)
     (user, _), = make_buyers(1)
-    r = redis_store.redis()
+    r = redis()
     run_id = r.info("server")["run_id"]
     r.set(INSTANCE_KEY, "the-instance-before")
     r.set(f"{INSTANCE_KEY}:check:{run_id}", "a pid that was killed", ex=2)
     r.script_flush()
     started = time.monotonic()
-    got = redis_store.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k",
-                              order_id=uuid.uuid4().hex)
+    got = gate.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k",
+                       order_id=uuid.uuid4().hex)
     waited = time.monotonic() - started
-    assert got.code is redis_store.Reserve.FENCED  # checked: the snapshot was not trusted
+    assert got.code is redis_keys.Reserve.FENCED  # checked: the snapshot was not trusted
     assert 1.5 <= waited <= INSTANCE_CHECK_LOCK_S + 1, waited
 
 
@@ -333,16 +338,16 @@ def test_a_deploy_that_changes_a_script_is_not_taken_for_a_new_instance(make_sku
     sentinel script is still cached, so nothing is distrusted."""
     from core.redis import INSTANCE_KEY, GuardedScript
 
-    r = redis_store.redis()
+    r = redis()
     r.set(INSTANCE_KEY, r.info("server")["run_id"])
     r.script_flush()  # SCRIPT FLUSH on the checked instance: everything (the sentinel too) is loaded again
-    assert redis_store.live_stock(sku_id=make_sku(stock=3).sku_id) is not None
+    assert redis_live.live_stock(sku_id=make_sku(stock=3).sku_id) is not None
     sku = make_sku(stock=4)
     r.delete(INSTANCE_KEY)
     changed = GuardedScript(r, f"-- a script this deploy changed {uuid.uuid4().hex}\nreturn 7")
     assert changed() == 7
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 4  # not dropped, not fenced
-    assert redis_store.fence_token(sku_id=sku.sku_id) is None
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 4  # not dropped, not fenced
+    assert redis_snapshots.fence_token(sku_id=sku.sku_id) is None
 
 
 def test_a_reservation_of_the_lost_redis_reaching_the_confirm_after_the_rebuild_takes_nothing(
@@ -354,32 +359,32 @@ def test_a_reservation_of_the_lost_redis_reaching_the_confirm_after_the_rebuild_
     sku = make_sku(stock=2, per_user_limit=2)
     (user, _), = make_buyers(1)
     late = reserve_direct(sku.sku_id, user.pk)  # taken in the Redis about to be lost, never published
-    redis_store.redis().flushdb()
+    redis().flushdb()
     rebuild_lost(sku.sku_id)
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 2
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 2
     reservations_confirm(reservations=[late])
     order = Order.objects.get(pk=late.order_id)
     assert (order.status, order.failure_reason) == ("FAILED", STALE_REFUSAL)
     assert Sku.objects.get(pk=sku.sku_id).available_stock == 2
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 2
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 2
 
 
 def test_a_fence_is_sent_once_due_and_again_while_it_stands(make_sku, live_db):
-    from inventory.services.skus import Warm, stock_warm
+    from inventory.services.snapshots import Warm, stock_warm
 
     sku = make_sku(stock=2)
-    redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).stock)
+    redis().delete(redis_keys.sku_keys(sku.sku_id).stock)
     assert stock_warm(sku_id=sku.sku_id) is Warm.FENCED
-    token = redis_store.fence_token(sku_id=sku.sku_id)
+    token = redis_snapshots.fence_token(sku_id=sku.sku_id)
 
     def due() -> list[str]:
-        return [f.token for f in redis_store.fences_due() if f.sku_id == sku.sku_id]
+        return [f.token for f in redis_snapshots.fences_due() if f.sku_id == sku.sku_id]
 
     assert due() == []  # before its not-before: requests of the lost Redis may still be publishing
     wait_until(lambda: due() == [token], timeout=10, what="the fence due")
     assert due() == []  # sent: not again before FENCE_AGAIN_MS ...
-    redis_store.redis().zadd(redis_store.FENCES_KEY, {sku.sku_id: 0})  # ... which has passed
+    redis().zadd(redis_keys.FENCES_KEY, {sku.sku_id: 0})  # ... which has passed
     assert due() == [token]
     fence_reached(sku.sku_id)  # passed: the listing goes
-    redis_store.redis().zadd(redis_store.FENCES_KEY, {sku.sku_id: 0})
-    assert due() == [] and sku.sku_id not in redis_store.fences_listed()
+    redis().zadd(redis_keys.FENCES_KEY, {sku.sku_id: 0})
+    assert due() == [] and sku.sku_id not in redis_snapshots.fences_listed()

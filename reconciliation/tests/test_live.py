@@ -1,22 +1,18 @@
 """The live sale view's JSON (/admin/dashboard/data.json): who may read it, and
-that its figures are the stores' own."""
+that its figures are the stores' own (its reads themselves: test_selectors.py)."""
 from __future__ import annotations
 
 import time
 
-from django.db import connection
-from django.test import Client, override_settings
-from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
-from django.utils.formats import date_format
+from django.test import Client
 
-from conftest import fence_reached, make_staff, publish, reserve_direct, unique, wait_until
-from inventory import redis_store
+from testsupport import wait_until
+from testsupport.factories import make_staff, unique
+from testsupport.purchase import fence_reached, publish, reserve_direct
+from core.redis import redis
+from inventory.redis import keys as redis_keys, live as redis_live
 from inventory.models import DeadLetter, Sku
 from orders.models import Order
-from reconciliation import selectors
-from reconciliation.models import SkuReconciliation
-from reconciliation.services import reconciliation_run
 
 URL = "/admin/dashboard/data.json"
 
@@ -64,7 +60,7 @@ def test_figures_match_mysql_and_redis_after_reservations(live_db, make_sku, mak
     body = client.get(URL).json()
     row = _sku_entry(body, sku.sku_id)
     assert row["buckets"] == {"total": 20, "available": 20, "frozen": 0, "locked": 0, "sold": 0}
-    assert row["redis_available"] == redis_store.live_stock(sku_id=sku.sku_id).available == 17
+    assert row["redis_available"] == redis_live.live_stock(sku_id=sku.sku_id).available == 17
     assert row["in_flight"] == 3 and row["taken"] == 3
     oldest = min(r.reserved_ms for r in held)
     assert row["confirm_lag_exact"] and row["confirm_lag_ms"] == body["now_ms"] - oldest >= 300
@@ -86,30 +82,11 @@ def test_figures_match_mysql_and_redis_after_reservations(live_db, make_sku, mak
     assert row["confirm_lag_ms"] >= 0 and row["redis_available"] == 17
 
 
-def test_drift_is_the_latest_check_and_reads_are_bounded_and_lock_free(live_db, make_sku):
-    skus = [make_sku(stock=9, name="drift") for _ in range(3)]
-    redis_store.redis().hincrby(redis_store.sku_keys(skus[0].sku_id).stock, "available", -4)
-    reconciliation_run(trigger="command", observe_gap_s=0.05)
-    latest = SkuReconciliation.objects.filter(sku_id=skus[0].sku_id).order_by("-pk").first()
-
-    with CaptureQueriesContext(connection) as queries, override_settings(TIME_ZONE="Asia/Shanghai"):
-        body = selectors.live_sale()
-        shown = date_format(timezone.localtime(latest.run.finished_at), "DATETIME_FORMAT")
-    sql = [q["sql"].upper() for q in queries.captured_queries]
-    assert not any("FOR UPDATE" in q or "LOCK IN SHARE MODE" in q for q in sql), sql
-    assert len(sql) <= 5, sql  # SKUs, orders grouped, latest checks, dead letters: whatever the SKUs
-    row = _sku_entry(body, skus[0].sku_id)
-    assert row["drift"]["value"] == latest.drift and row["drift"]["state"] == latest.state
-    assert row["drift"]["run_id"] == latest.run_id
-    assert row["drift"]["at"] == shown  # in the active time zone (8 h ahead of UTC here)
-    assert len(body["skus"]) <= selectors.LIVE_SKU_LIMIT
-
-
 def test_a_sku_whose_rebuild_is_fenced_shows_as_rebuilding(live_db, make_sku):
-    from inventory.services.skus import Warm, stock_warm
+    from inventory.services.snapshots import Warm, stock_warm
 
     sku = make_sku(stock=6)
-    redis_store.redis().delete(redis_store.sku_keys(sku.sku_id).stock)  # Redis lost it
+    redis().delete(redis_keys.sku_keys(sku.sku_id).stock)  # Redis lost it
     assert stock_warm(sku_id=sku.sku_id) is Warm.FENCED
     c = _client(*make_staff("support"))
     entry = _sku_entry(c.get(URL).json(), sku.sku_id)

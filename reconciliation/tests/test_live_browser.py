@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, browser_login as login, make_staff, sell, wait_until
+from testsupport import ROOT, wait_until
+from testsupport.browser import browser_login as login
+from testsupport.factories import make_staff
+from testsupport.http import sell
 
 pytestmark = [pytest.mark.browser, pytest.mark.web, pytest.mark.worker]
 
@@ -40,7 +43,8 @@ def test_a_sale_moves_the_live_view_without_a_reload(browser, web, worker, make_
     by_token = dict(zip([t for _, t in buyers], results))
     for token in list(by_token)[:3]:
         order_id = by_token[token][1]["order_id"]
-        wait_until(lambda: Order.objects.filter(pk=order_id, status="PENDING_PAYMENT").exists(), what="confirmed")
+        wait_until(lambda order_id=order_id: Order.objects.filter(pk=order_id, status="PENDING_PAYMENT").exists(),
+                   what="confirmed")
         assert api(token).post(f"/api/v1/orders/{order_id}/pay", {}, format="json").status_code == 200
 
     # The page follows by itself: taken, the clicks per second, then the buckets.

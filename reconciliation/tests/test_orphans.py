@@ -9,8 +9,11 @@ from unittest import mock
 import pytest
 from django.test import override_settings
 
-from conftest import reserve_direct, wait_until, assert_balanced, settled
-from inventory import messages, redis_store
+from testsupport import wait_until
+from testsupport.purchase import reserve_direct
+from testsupport.stores import assert_balanced, settled
+from inventory import messages
+from inventory.redis import gate, live as redis_live
 from orders.models import Order
 from orders.services.confirm import confirm_in_mysql
 from reconciliation.services import orphans_recover
@@ -73,7 +76,7 @@ def test_confirmed_order_still_in_flight_is_settled(make_sku, make_buyers, live_
     (user, _), = make_buyers(1)
     res = reserve_direct(sku.sku_id, user.pk)
     confirm_in_mysql(sku_id=sku.sku_id, batch=[res])
-    assert redis_store.live_stock(sku_id=sku.sku_id).inflight == 1
+    assert redis_live.live_stock(sku_id=sku.sku_id).inflight == 1
     with mock.patch("inventory.messages.publish_confirms") as sent:
         sweep = orphans_recover(sku_ids=[sku.sku_id], ahead_s=15)
     assert (sweep.settled, sweep.republished) == ([res.order_id], [])
@@ -106,7 +109,7 @@ def test_a_slow_backlog_is_republished_once_per_deadline_in_bounded_messages(mak
     sizes = [len(json.loads(b)["r"]) for b in bodies]
     assert max(sizes) == 50 and sum(sizes) == 420
     for oid in ids:
-        redis_store.release(sku_id=sku.sku_id, order_id=oid)
+        gate.release(sku_id=sku.sku_id, order_id=oid)
 
 
 def test_an_ended_sku_with_reservations_in_flight_is_still_swept(make_sku, make_buyers, live_db):
@@ -124,4 +127,4 @@ def test_an_ended_sku_with_reservations_in_flight_is_still_swept(make_sku, make_
     with mock.patch("inventory.messages.publish_confirms") as sent:
         assert orphans_recover(sku_ids=[sku.sku_id, idle.sku_id], ahead_s=15).republished == [res.order_id]
     assert res.order_id in [r.order_id for call in sent.call_args_list for r in call.args[0]]
-    redis_store.release(sku_id=sku.sku_id, order_id=res.order_id)
+    gate.release(sku_id=sku.sku_id, order_id=res.order_id)

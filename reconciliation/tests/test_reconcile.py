@@ -8,8 +8,13 @@ import uuid
 import pytest
 from django.db import connection
 
-from conftest import accepted_ids, fence_reached, reserve_direct, sell, sell_during, wait_until, assert_balanced, settled
-from inventory import redis_store
+from testsupport import wait_until
+from testsupport.faults import sell_during
+from testsupport.http import accepted_ids, sell
+from testsupport.purchase import fence_reached, reserve_direct
+from testsupport.stores import assert_balanced, settled
+from core.redis import RedisError, redis
+from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import InventoryLog, Sku
 from orders.models import Order
 from orders.services.confirm import STOCK_REFUSAL
@@ -28,12 +33,12 @@ def run_for(sku_id):
 
 def test_redis_above_mysql_is_lowered_at_once(make_sku, live_db):
     sku = make_sku(stock=10)
-    redis_store.redis().hincrby(redis_store.sku_keys(sku.sku_id).stock, "available", 3)
+    redis().hincrby(redis_keys.sku_keys(sku.sku_id).stock, "available", 3)
     run, row, findings = run_for(sku.sku_id)
     assert (row.drift, row.state) == (3, "repaired")
     assert [f.kind for f in findings] == [Finding.Kind.DRIFT_LOWERED]
     assert (findings[0].redis_value, findings[0].mysql_value) == (13, 10)
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 10
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 10
     assert InventoryLog.objects.filter(sku_id=sku.sku_id, operation="REPAIR", quantity=3).exists()
     _, row, _ = run_for(sku.sku_id)
     assert row.drift == 0
@@ -41,27 +46,27 @@ def test_redis_above_mysql_is_lowered_at_once(make_sku, live_db):
 
 def test_redis_below_mysql_is_raised_only_when_stable_across_runs(make_sku, live_db):
     sku = make_sku(stock=10)
-    redis_store.redis().hincrby(redis_store.sku_keys(sku.sku_id).stock, "available", -2)
+    redis().hincrby(redis_keys.sku_keys(sku.sku_id).stock, "available", -2)
     _, row, findings = run_for(sku.sku_id)
     assert (row.drift, row.state) == (-2, "alert")
     assert [f.kind for f in findings] == [Finding.Kind.DRIFT_ALERT]
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 8  # no raise on one run's word
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 8  # no raise on one run's word
     _, row, findings = run_for(sku.sku_id)
     assert [f.kind for f in findings] == [Finding.Kind.DRIFT_RAISED]
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 10
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 10
 
 
 def test_redis_that_lost_the_sku_is_rebuilt(make_sku, live_db):
     sku = make_sku(stock=7)
-    keys = redis_store.sku_keys(sku.sku_id)
-    redis_store.redis().delete(keys.stock, keys.buyers, keys.idem)
+    keys = redis_keys.sku_keys(sku.sku_id)
+    redis().delete(keys.stock, keys.buyers, keys.idem)
     _, row, findings = run_for(sku.sku_id)
     assert row.state == "rebuilt" and [f.kind for f in findings] == [Finding.Kind.SNAPSHOT_REBUILT]
     # Redis had it before: the rebuild is fenced behind the confirm queue, not loaded at once
     assert not findings[0].repaired and "fenced" in findings[0].detail
-    assert redis_store.live_stock(sku_id=sku.sku_id) is None
+    assert redis_live.live_stock(sku_id=sku.sku_id) is None
     fence_reached(sku.sku_id)
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 7
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
     _, row, findings = run_for(sku.sku_id)
     assert (row.state, row.drift, findings) == ("ok", 0, [])
 
@@ -73,8 +78,8 @@ def test_in_flight_and_unapplied_gives_are_no_drift(make_sku, make_buyers, live_
     reserve_direct(sku.sku_id, user.pk)
     _, row, findings = run_for(sku.sku_id)
     assert (row.in_flight, row.drift, findings) == (1, 0, [])
-    keys = redis_store.sku_keys(sku.sku_id)
-    redis_store.redis().delete(keys.inflight, keys.due)
+    keys = redis_keys.sku_keys(sku.sku_id)
+    redis().delete(keys.inflight, keys.due)
 
 
 
@@ -86,14 +91,14 @@ def test_a_failed_order_still_in_flight_counts_as_in_flight(make_sku, make_buyer
     sku = make_sku(stock=3)
     (user, _), = make_buyers(1)
     Sku.objects.filter(pk=sku.sku_id).update(available_stock=0, frozen_stock=3)  # MySQL will refuse
-    redis_store.redis().hset(redis_store.sku_keys(sku.sku_id).stock, "available", 3)
+    redis().hset(redis_keys.sku_keys(sku.sku_id).stock, "available", 3)
     res = reserve_direct(sku.sku_id, user.pk)
     decision = confirm_in_mysql(sku_id=sku.sku_id, batch=[res])
     assert decision.refused[0][1] == STOCK_REFUSAL
     m = services.sku_measure(sku_id=sku.sku_id)
     assert (m.in_flight, m.redis_available, m.expected) == (1, 2, -1)
     # the settle does not give the unit back (Redis was above the truth) and the drift is real: 2 over
-    redis_store.settle(sku_id=sku.sku_id, confirmed=[], failed=[res.order_id])
+    gate.settle(sku_id=sku.sku_id, confirmed=[], failed=[res.order_id])
     assert services.sku_measure(sku_id=sku.sku_id).drift == 2
 
 
@@ -101,7 +106,7 @@ def test_a_freeze_between_its_redis_take_and_its_mysql_move_is_no_drift(make_sku
     sku = make_sku(stock=10)
     InventoryLog.objects.create(sku_id=sku.sku_id, operation="FREEZE", quantity=4, op_id="freeze:t1",
                                 status="pending", reason="halfway", actor="t")
-    assert redis_store.freeze(sku_id=sku.sku_id, op_id="freeze:t1", quantity=4) is redis_store.Freeze.TAKEN
+    assert gate.freeze(sku_id=sku.sku_id, op_id="freeze:t1", quantity=4) is redis_keys.Freeze.TAKEN
     m = services.sku_measure(sku_id=sku.sku_id)
     assert (m.redis_available, m.freezes_taken, m.drift) == (6, 4, 0)
 
@@ -133,11 +138,11 @@ def test_one_run_at_a_time(make_sku, live_db):
 
 def test_a_repair_repeated_with_the_same_observation_applies_once(make_sku, live_db):
     sku = make_sku(stock=10)
-    redis_store.redis().hincrby(redis_store.sku_keys(sku.sku_id).stock, "available", -2)
+    redis().hincrby(redis_keys.sku_keys(sku.sku_id).stock, "available", -2)
     run = reconciliation_run(trigger="command", observe_gap_s=0.01, sku_ids=[sku.sku_id])
     services._repair(run, sku.sku_id, 2, "test", "obs1")
     services._repair(run, sku.sku_id, 2, "test (reply lost, sent again)", "obs1")
-    assert redis_store.live_stock(sku_id=sku.sku_id).available == 10
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 10
 
 
 def test_a_lost_sale_data_push_is_sent_again(make_sku, live_db):
@@ -146,13 +151,13 @@ def test_a_lost_sale_data_push_is_sent_again(make_sku, live_db):
     sku = make_sku(stock=5)
     from unittest import mock
 
-    with mock.patch("inventory.redis_store.meta_update", side_effect=redis_store.RedisError("lost")):
+    with mock.patch("inventory.redis.gate.meta_update", side_effect=RedisError("lost")):
         sku_update(sku_id=sku.sku_id, actor="t", status=Sku.Status.PAUSED)
-    assert redis_store.reserve(sku_id=sku.sku_id, user_id=1, quantity=1, idempotency_key="k",
-                               order_id=uuid.uuid4().hex).code is redis_store.Reserve.OK  # Redis missed it
+    assert gate.reserve(sku_id=sku.sku_id, user_id=1, quantity=1, idempotency_key="k",
+                        order_id=uuid.uuid4().hex).code is redis_keys.Reserve.OK  # Redis missed it
     run_for(sku.sku_id)
-    assert redis_store.reserve(sku_id=sku.sku_id, user_id=2, quantity=1, idempotency_key="k",
-                               order_id=uuid.uuid4().hex).code is redis_store.Reserve.NOT_ACTIVE
+    assert gate.reserve(sku_id=sku.sku_id, user_id=2, quantity=1, idempotency_key="k",
+                        order_id=uuid.uuid4().hex).code is redis_keys.Reserve.NOT_ACTIVE
 
 
 # --- during a sale, with real processes ------------------------------------------------
@@ -194,7 +199,7 @@ def test_redis_flushed_during_a_sale_oversells_nothing(web, worker, make_sku, ma
     buyers = make_buyers(200)
     tokens = [tok for _, tok in buyers]
 
-    results = sell_during(lambda: redis_store.redis().flushdb(), web.port, tokens, sku.sku_id)
+    results = sell_during(lambda: redis().flushdb(), web.port, tokens, sku.sku_id)
     accepted = accepted_ids(results)
     wait_until(lambda: Order.objects.filter(pk__in=accepted).count() == len(accepted), timeout=60,
                what="every accepted order in MySQL")
@@ -202,7 +207,40 @@ def test_redis_flushed_during_a_sale_oversells_nothing(web, worker, make_sku, ma
     held = Order.objects.filter(pk__in=accepted, status="PENDING_PAYMENT").count()
     assert held == len(accepted) <= 80  # no 202 ends FAILED (the rebuild waited for the broker)
     run_for(sku.sku_id)  # rebuilds it if no click came after the loss
-    wait_until(lambda: redis_store.snapshot_exists(sku_id=sku.sku_id), timeout=30, what="rebuilt behind its fence")
+    wait_until(lambda: redis_snapshots.snapshot_exists(sku_id=sku.sku_id), timeout=30, what="rebuilt behind its fence")
     _, last, _ = run_for(sku.sku_id)
     assert last.drift == 0
     assert_balanced(sku.sku_id)
+
+
+def test_cancelled_freezes_are_their_own_finding_not_a_resent_outbox(make_sku, live_db):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    sku = make_sku(stock=3)
+    op_id = f"freeze:{uuid.uuid4().hex}"  # a freeze whose process died after writing its intent
+    InventoryLog.objects.create(sku_id=sku.sku_id, operation=InventoryLog.Operation.FREEZE, quantity=1, op_id=op_id,
+                                status=InventoryLog.Status.PENDING, reason="died", actor="t")
+    InventoryLog.objects.filter(op_id=op_id).update(created_at=timezone.now() - timedelta(minutes=5))
+    run, _row, _findings = run_for(sku.sku_id)
+    cancelled = run.findings.get(kind=Finding.Kind.FREEZES_CANCELLED)
+    assert cancelled.repaired and "freeze" in cancelled.detail
+    assert not run.findings.filter(kind=Finding.Kind.OUTBOX_RESENT, detail__contains="freeze").exists()
+    assert InventoryLog.objects.get(op_id=op_id).status == InventoryLog.Status.FAIL
+
+
+def test_the_migration_reclassifies_freezes_recorded_as_resent_outbox(make_sku, live_db):
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("reconciliation.migrations.0004_model_names_and_freeze_findings")
+    run = reconciliation_run(trigger="command", observe_gap_s=0.05, sku_ids=[make_sku(stock=1).sku_id])
+    old = Finding.objects.create(run=run, kind=Finding.Kind.OUTBOX_RESENT, repaired=True,
+                                 detail="2 unfinished freeze(s) cancelled")
+    resent = Finding.objects.create(run=run, kind=Finding.Kind.OUTBOX_RESENT, repaired=True,
+                                    detail="0 give(s) not applied in Redis, 1 outbox message(s) sent again")
+    migration.freeze_findings_reclassify(apps, None)
+    assert Finding.objects.get(pk=old.pk).kind == Finding.Kind.FREEZES_CANCELLED
+    assert Finding.objects.get(pk=resent.pk).kind == Finding.Kind.OUTBOX_RESENT

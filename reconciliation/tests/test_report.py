@@ -4,8 +4,10 @@ from __future__ import annotations
 import pytest
 from django.test import Client, override_settings
 
-from conftest import unique, browser_login as login, make_staff
-from inventory import redis_store
+from testsupport.browser import browser_login as login
+from testsupport.factories import make_staff, unique
+from core.redis import redis
+from inventory.redis import keys as redis_keys
 from reconciliation.services import reconciliation_run
 
 
@@ -15,7 +17,7 @@ def test_staff_sees_latest_run_and_drift_row_anonymous_is_refused(browser, web, 
     from selenium.webdriver.common.by import By
 
     sku = make_sku(stock=9, name="drifting thing")
-    redis_store.redis().hincrby(redis_store.sku_keys(sku.sku_id).stock, "available", -4)
+    redis().hincrby(redis_keys.sku_keys(sku.sku_id).stock, "available", -4)
     run = reconciliation_run(trigger="command", observe_gap_s=0.05)
     base = f"http://127.0.0.1:{web.port}"
 

@@ -8,8 +8,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from conftest import ROOT, browser_login as login, chromium, chromium_quit, make_staff, start_web
-from inventory import redis_store
+from testsupport import ROOT
+from testsupport.browser import browser_login as login, chromium, chromium_quit
+from testsupport.factories import make_staff
+from testsupport.processes import start_web
+from core.redis import redis
+from inventory.redis import keys as redis_keys
 from reconciliation.models import ReconciliationRun, SkuReconciliation
 from reconciliation.services import reconciliation_run
 
@@ -33,7 +37,7 @@ def drifting_history(make_sku) -> tuple[str, list[ReconciliationRun]]:
     # so what earlier tests of the session ran cannot push this history out.
     ReconciliationRun.objects.all().delete()
     sku = make_sku(stock=9, name="charted thing")
-    redis_store.redis().hincrby(redis_store.sku_keys(sku.sku_id).stock, "available", -4)
+    redis().hincrby(redis_keys.sku_keys(sku.sku_id).stock, "available", -4)
     runs = [when_free(lambda: reconciliation_run(trigger="command", observe_gap_s=0.05, sku_ids=[sku.sku_id]))
             for _ in range(2)]
     when_free(lambda: call_command("reconcile", stdout=open("/dev/null", "w")))

@@ -10,15 +10,18 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from conftest import assert_balanced, confirmed, gives_applied, make_staff, place, settled
-from inventory import redis_store
+from testsupport.factories import make_staff
+from testsupport.http import place
+from testsupport.stores import assert_balanced, confirmed, gives_applied, settled
+from inventory import messages
+from inventory.redis import keys as redis_keys, liveness, snapshots as redis_snapshots
 from inventory.models import DeadLetter, InventoryLog, OutboxMessage, Sku
 from inventory.services import gives, skus
 from orders.models import Order
 from orders.services import life
 from reconciliation import alerts, services
 from reconciliation.models import Alert, Finding, ReconciliationRun, SkuReconciliation
-from reconciliation.tasks import retention_sweep_task
+from reconciliation.tasks import RETENTION_SWEEP_TASK, retention_sweep_task
 
 pytestmark = pytest.mark.worker
 
@@ -73,7 +76,7 @@ def test_after_many_sales_only_the_audit_trail_is_left(api, make_sku, make_buyer
     sku_ids, buyers = sell_out(api, make_sku, make_buyers)
     run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.COMMAND, sku_ids=sku_ids)
     Finding.objects.create(run=run, kind=Finding.Kind.OUTBOX_RESENT, repaired=True, detail="old news")
-    letter = gives.dead_letter_record(task_name="stock_give", payload={"x": 1}, reason="refused: test")
+    letter = gives.dead_letter_record(task_name=messages.GIVE_TASK, payload={"x": 1}, reason="refused: test")
     alerts.alerts_send()  # the letter's alert row
     dead_letter_discard(dead_letter_id=letter.pk, actor="ops", reason="junk")
     Client().post("/admin/login/", {"username": f"nobody-{uuid.uuid4().hex[:6]}", "password": "wrong"},
@@ -82,7 +85,7 @@ def test_after_many_sales_only_the_audit_trail_is_left(api, make_sku, make_buyer
     Client().post("/admin/login/", {"username": name, "password": password}, REMOTE_ADDR="10.9.8.6")  # logged
     for sku_id in sku_ids:
         skus.sku_update(sku_id=sku_id, actor="t", status=Sku.Status.ENDED)
-    assert all(redis_store.sku_key_names(sku_id=s) for s in sku_ids)
+    assert all(redis_keys.sku_key_names(sku_id=s) for s in sku_ids)
     assert OutboxMessage.objects.filter(sku_id__in=sku_ids).count() == 2 * SALES  # a cancel, an expiry each
     assert SkuReconciliation.objects.filter(sku_id__in=sku_ids).count() == SALES
     assert Alert.objects.filter(dead_letter=letter).exists()
@@ -108,10 +111,10 @@ def test_after_many_sales_only_the_audit_trail_is_left(api, make_sku, make_buyer
     assert counts == dict.fromkeys(counts, 0), counts
     assert (Order.objects.filter(sku_id__in=sku_ids).count(),
             InventoryLog.objects.filter(sku_id__in=sku_ids).count()) == audit  # the audit trail stays
-    assert {s: redis_store.sku_key_names(sku_id=s) for s in sku_ids} == {s: [] for s in sku_ids}
-    assert all(redis_store.sku_registry_check(sku_id=s) in (True, None) for s in sku_ids)
-    assert "reconciliation.tasks.retention_sweep_task" in redis_store.sweeps_last_run()
-    assert PeriodicTask.objects.filter(task="reconciliation.tasks.retention_sweep_task", enabled=True).exists()
+    assert {s: redis_keys.sku_key_names(sku_id=s) for s in sku_ids} == {s: [] for s in sku_ids}
+    assert all(redis_snapshots.sku_registry_check(sku_id=s) in (True, None) for s in sku_ids)
+    assert RETENTION_SWEEP_TASK in liveness.sweeps_last_run()
+    assert PeriodicTask.objects.filter(task=RETENTION_SWEEP_TASK, enabled=True).exists()
 
     _, (user, token), _ = buyers  # the buyer whose order was cancelled holds no unit
     for sku_id in sku_ids:
@@ -119,7 +122,7 @@ def test_after_many_sales_only_the_audit_trail_is_left(api, make_sku, make_buyer
         assert r.status_code == 200, r.content
         row = Sku.objects.get(pk=sku_id)
         assert (r.json()["sale_state"], r.json()["available"]) == ("ended", row.available_stock) == ("ended", 2)
-    assert {s: redis_store.sku_key_names(sku_id=s) for s in sku_ids} == {s: [] for s in sku_ids}
+    assert {s: redis_keys.sku_key_names(sku_id=s) for s in sku_ids} == {s: [] for s in sku_ids}
     assert retention_sweep_task()["skus_retired"] == 0  # a second pass finds nothing to do
 
     # Ops open one sale again: it is loaded at once (no fence), exactly, and sells.

@@ -1,6 +1,6 @@
 """Settings shared by every environment; all of it comes from the environment.
 
-The defaults match the servers on loopback described in README.md, so a fresh
+The defaults match the servers on loopback described in docs/configuration.md, so a fresh
 checkout runs without any configuration file.
 """
 from __future__ import annotations
@@ -189,7 +189,7 @@ SECKILL_EXPIRY_SWEEP_SECONDS = env_int("SECKILL_EXPIRY_SWEEP_SECONDS", 5)
 SECKILL_OUTBOX_SWEEP_SECONDS = env_int("SECKILL_OUTBOX_SWEEP_SECONDS", 5)
 SECKILL_DEAD_LETTER_SWEEP_SECONDS = env_int("SECKILL_DEAD_LETTER_SWEEP_SECONDS", 30)
 SECKILL_RECONCILE_SECONDS = env_int("SECKILL_RECONCILE_SECONDS", 300)
-# Retention (README, "Bounded data"): rows nothing depends on are deleted once
+# Retention (docs/architecture.md, "Bounded data"): rows nothing depends on are deleted once
 # older than this many days (fractions allowed), by a beat sweep this often;
 # the Redis keys of an ended SKU with nothing in flight or pending go this long
 # after its sale ended. A give that meets no snapshot is sent again after
@@ -202,7 +202,7 @@ SECKILL_GIVE_RETRY_CAP_SECONDS = env_int("SECKILL_GIVE_RETRY_CAP_SECONDS", 3600)
 # Bearer token a monitoring system presents to /reconciliation/metrics (else: staff login).
 SECKILL_METRICS_TOKEN = os.environ.get("SECKILL_METRICS_TOKEN", "")
 # Requests per process may skip the Redis gate for this long after it said
-# "sold out" (see orders.services.order_place).
+# "sold out" (see orders.services.place.order_place).
 SECKILL_SOLD_OUT_MEMO_SECONDS = float(os.environ.get("SECKILL_SOLD_OUT_MEMO_SECONDS", "0.5"))
 # Largest number of reservations one confirm transaction takes.
 SECKILL_CONFIRM_BATCH = env_int("SECKILL_CONFIRM_BATCH", 2000)
@@ -225,7 +225,7 @@ SECKILL_PUBLISH_BUDGET_MS = env_int("SECKILL_PUBLISH_BUDGET_MS", 2000)
 # and waits longer between two republishes of the same one as it ages (capped).
 SECKILL_ORPHAN_SWEEP_CAP = env_int("SECKILL_ORPHAN_SWEEP_CAP", 2000)
 SECKILL_ORPHAN_MAX_WAIT_SECONDS = env_int("SECKILL_ORPHAN_MAX_WAIT_SECONDS", 300)
-# Lifetimes of the Redis markers (README, "State stays bounded"):
+# Lifetimes of the Redis markers (docs/architecture.md, "state stays bounded"):
 # - applied gives/freezes/repairs and released reservations: the longest
 #   redelivery we guard against in Redis (MySQL holds the durable record);
 # - done (confirmed and settled): only the web's ambiguous-publish check and
@@ -251,7 +251,7 @@ SECKILL_TOKEN_REVOKING_SECONDS = env_int("SECKILL_TOKEN_REVOKING_SECONDS", 10)
 SECKILL_MAX_BODY_BYTES = env_int("SECKILL_MAX_BODY_BYTES", 16384)
 SECKILL_BENCH_ENDPOINTS = env_bool("SECKILL_BENCH_ENDPOINTS", False)
 # Largest ops-console export (rows); beyond it the admin asks for a filter, so
-# one export cannot hold a web worker for minutes (README, "Export and import").
+# one export cannot hold a web worker for minutes (docs/operations.md, "The ops console").
 SECKILL_EXPORT_MAX_ROWS = env_int("SECKILL_EXPORT_MAX_ROWS", 10000)
 # A control character in one cell (a SKU name from an import) would make a whole
 # XLSX export fail; openpyxl cannot store it, so it is written as U+FFFD.

@@ -11,7 +11,7 @@ REQUIRED = ("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "DATABASE_URL", "RE
 _missing = [name for name in REQUIRED if not os.environ.get(name, "").strip()]
 if _missing:
     raise ImproperlyConfigured(f"production settings need {', '.join(_missing)} in the environment "
-                               f"(README, 'Deploying'); nothing falls back to a default here.")
+                               f"(docs/operations.md, 'Deploying'); nothing falls back to a default here.")
 if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith(("dev-only", "django-insecure")):  # noqa: F405
     raise ImproperlyConfigured("DJANGO_SECRET_KEY must be a real secret of 50 or more characters.")
 if len(SECKILL_TASK_SIGNING_KEY) < 32 or SECKILL_TASK_SIGNING_KEY == SECRET_KEY:  # noqa: F405
