@@ -138,11 +138,17 @@ def die_with_parent():
     return _pdeathsig if threading.current_thread() is threading.main_thread() else None
 
 
+# Every server this run started, for the CPU accounting: it finds them by pid,
+# whatever program they run.
+STARTED: list["Server"] = []
+
+
 class Server:
-    def __init__(self, args: list[str], env: dict[str, str], log: str):
+    def __init__(self, args: list[str], env: dict[str, str], log: str, group: str = "other"):
         (ROOT / "var").mkdir(exist_ok=True)
-        self.args, self.env, self.log_name = args, env, log
+        self.args, self.env, self.log_name, self.group = args, env, log, group
         self.p: subprocess.Popen | None = None
+        STARTED.append(self)
         self.start()
 
     def start(self) -> "Server":
@@ -193,7 +199,7 @@ def wait_port(port: int, timeout: float = 30) -> None:
 def start_web(port: int, workers: int, extra: dict[str, str] | None = None, log: str = "bench-web.log") -> Server:
     env = dict(os.environ, GUNICORN_BIND=f"{HOST}:{port}", WEB_CONCURRENCY=str(workers),
                DATABASE_URL=f"mysql://{WEB_DB_USER}:@127.0.0.1:3306/{DB_NAME}", **(extra or {}))
-    web = Server([str(BIN / "gunicorn"), "seckill_site.wsgi:application"], env, log)
+    web = Server([str(BIN / "gunicorn"), "seckill_site.wsgi:application"], env, log, group="web")
     wait_port(port)
     return web
 
@@ -202,7 +208,7 @@ def start_worker(log: str = "bench-worker.log", extra: dict[str, str] | None = N
                  wait: bool = True) -> Server:
     worker = Server([str(BIN / "celery"), "-A", "seckill_site", "worker", "-l", "warning", "--concurrency", "4",
                      "--without-mingle", "--without-gossip", "-Q", os.environ["SECKILL_QUEUE"]],
-                    dict(os.environ, **(extra or {})), log)
+                    dict(os.environ, **(extra or {})), log, group="worker")
     if wait:
         wait_consuming()
     return worker
@@ -212,7 +218,7 @@ def start_beat(log: str = "bench-beat.log") -> Server:
     (ROOT / "var").mkdir(exist_ok=True)
     schedule = ROOT / "var" / f"{log}.schedule"
     return Server([str(BIN / "celery"), "-A", "seckill_site", "beat", "-l", "warning", "-s", str(schedule)],
-                  dict(os.environ), log)
+                  dict(os.environ), log, group="worker")
 
 
 def wait_consuming(timeout: float = 60) -> None:
@@ -229,25 +235,59 @@ def wait_consuming(timeout: float = 60) -> None:
 
 # --- CPU accounting ----------------------------------------------------------------
 
-CPU_GROUPS = {"gunicorn": "web", "celery": "worker", "mariadbd": "mariadb", "redis-server": "redis",
-              "beam.smp": "rabbitmq"}
+# The shared servers this run does not start, found by their program name.
+SYSTEM_GROUPS = {"mariadbd": "mariadb", "redis-server": "redis", "beam.smp": "rabbitmq"}
+
+
+def _proc_table() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, program name, CPU seconds of the process and of the
+    children it has reaped), for every process in /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    table = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            raw = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            continue
+        name, rest = raw[raw.index("(") + 1:raw.rindex(")")], raw.rsplit(")", 1)[1].split()
+        # utime, stime, cutime, cstime: a worker that died and was reaped is in its parent's c-times
+        table[int(pid)] = (int(rest[1]), name, sum(int(x) for x in rest[11:15]) / tick)
+    return table
+
+
+def _tree(table: dict[int, tuple[int, str, float]], root: int) -> set[int]:
+    kids: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid in table and pid not in out:
+            out.add(pid)
+            todo.extend(kids.get(pid, ()))
+    return out
 
 
 def cpu_seconds() -> dict[str, float]:
-    """CPU time used so far by each server, from /proc (all processes of a name)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out = {g: 0.0 for g in CPU_GROUPS.values()}
-    out["loadgen"] = time.process_time()
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
-            stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        for needle, group in CPU_GROUPS.items():
-            if needle in cmd:
-                out[group] += (int(stat[11]) + int(stat[12])) / tick
-                break
+    """CPU time used so far: the servers this run started (web, worker) by
+    their pids and descendants, whatever program they run; the shared stores by
+    name; the load generator as this process plus the generator processes it
+    ran and reaped (wrk, forked asyncio clients: benchmarks.loadgen counts them)."""
+    from benchmarks import loadgen
+
+    table = _proc_table()
+    out = {"web": 0.0, "worker": 0.0, **{g: 0.0 for g in SYSTEM_GROUPS.values()}}
+    mine: set[int] = set()
+    for server in STARTED:
+        if server.alive:
+            pids = _tree(table, server.p.pid) - mine
+            mine |= pids
+            out[server.group] = out.get(server.group, 0.0) + sum(table[p][2] for p in pids)
+    for pid, (_, name, secs) in table.items():
+        group = SYSTEM_GROUPS.get(name)
+        if group and pid not in mine:
+            out[group] += secs
+    out["loadgen"] = time.process_time() + loadgen.child_cpu_seconds()
     return out
 
 

@@ -26,11 +26,15 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import math
+import os
+import pickle
 import time
+import sys
+import traceback
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Result", "run_load", "run", "summarize", "format_summary"]
+__all__ = ["Result", "run_load", "run", "run_procs", "summarize", "format_summary"]
 
 # How much of each response body is kept in memory.
 BODY_KEEP = 512
@@ -404,6 +408,78 @@ async def run_load(*, host: str, port: int, concurrency: int,
 def run(**kwargs) -> list[Result]:
     """Blocking wrapper around run_load (takes the same keyword arguments)."""
     return asyncio.run(run_load(**kwargs))
+
+
+# --------------------------------------------------------------------------
+# Several processes, and the CPU the generator's own processes used
+# --------------------------------------------------------------------------
+
+# CPU seconds of the generator processes this process ran and reaped (the
+# forked clients below, wrk): the benchmark adds them to its own process time.
+_CHILD_CPU = [0.0]
+
+
+def child_cpu_seconds() -> float:
+    return _CHILD_CPU[0]
+
+
+def note_child_cpu(seconds: float) -> None:
+    _CHILD_CPU[0] += seconds
+
+
+def reap(pid: int) -> int:
+    """Wait for a generator process; count its CPU; return its exit code."""
+    _, status, usage = os.wait4(pid, 0)
+    note_child_cpu(usage.ru_utime + usage.ru_stime)
+    return os.waitstatus_to_exitcode(status)
+
+
+def run_procs(*, processes: int, concurrency: int, make_request: MakeRequest,
+              total_requests: int | None = None, shared: dict | None = None, **kwargs) -> list[Result]:
+    """run() spread over `processes` forked processes (one event loop each is
+    bound to one core; the two cores of the machine need two to drive a fast
+    server). Process j issues the numbers j, j + processes, ..., so
+    make_request sees every number once, as with run(); the results carry those
+    numbers. `shared`, a dict make_request fills (the token each number used),
+    is filled in the children: their copies are merged back into it."""
+    if processes <= 1:
+        return run(concurrency=concurrency, make_request=make_request, total_requests=total_requests, **kwargs)
+    kids = []
+    for j in range(processes):
+        share = concurrency // processes + (1 if j < concurrency % processes else 0)
+        total = None if total_requests is None else len(range(j, total_requests, processes))
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: load, send its results, leave without the parent's exit handlers
+            code = 1
+            try:
+                os.close(read_fd)
+                res = run(concurrency=max(1, share), total_requests=total,
+                          make_request=lambda i, j=j: make_request(i * processes + j), **kwargs)
+                for r in res:
+                    r.index = r.index * processes + j
+                with os.fdopen(write_fd, "wb") as out:
+                    pickle.dump((res, shared), out, protocol=pickle.HIGHEST_PROTOCOL)
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        kids.append((pid, read_fd))
+    results: list[Result] = []
+    for pid, read_fd in kids:
+        with os.fdopen(read_fd, "rb") as inp:
+            data = inp.read()
+        if reap(pid) != 0 or not data:
+            raise RuntimeError("a load generator process failed")
+        res, theirs = pickle.loads(data)
+        results.extend(res)
+        if shared is not None:
+            shared.update(theirs)
+    results.sort(key=lambda r: r.finished)
+    return results
 
 
 # --------------------------------------------------------------------------

@@ -15,6 +15,20 @@ concurrency:
   sold out  POST /api/v1/orders on a sold-out SKU
   pay       pay (80 %) and cancel (20 %) of the orders the round's sale made
 
+The warm-up drives baseline, floor and sold out briefly with every load
+generator: wrk (benchmarks/wrk.py, when installed) and the asyncio client
+(benchmarks/loadgen.py) in one process or one per core, and prints what each
+reaches. Every ratio compares two phases, so they must share one generator; selling and
+pay need every response's body (the orders sold, their owners), which only the
+asyncio client keeps, so every phase runs on the asyncio client's better
+process count (measured on sold out). When wrk reaches clearly more on a
+phase, the line says so: the asyncio client, not the server, may be that
+phase's limit (moving selling and pay to wrk needs their 202 bodies from its
+Lua). Each phase line names its generator and the generator's CPU share of the
+machine, flagged when it is the limit. The CPU per request is counted
+by pid: the servers this run started and their descendants, whatever program
+they run; the generator (this process, wrk, the forked clients) on its own.
+
 then, once: the whole sale (demand 20x the stock) through the gate and through
 the naive MySQL-only path; the backlog (the worker stopped during a 20 000-unit
 sale with beat sweeping, then started: drain_rate); every unit and order of
@@ -42,44 +56,127 @@ DB_NAME = "seckill_bench"
 harness.configure(db_name=DB_NAME, redis_db=5, queue="seckill-bench", web_db_user="seckill_bench_web",
                   extra_env={"SECKILL_THROTTLE_RATE": "0"})
 
-from benchmarks import loadgen  # noqa: E402
+from benchmarks import loadgen, wrk  # noqa: E402
 
 CPU_KEYS = ("web", "worker", "mariadb", "redis", "rabbitmq")
+CORES = os.cpu_count() or 1
+# Above this share of the machine the load generator, not the server, sets the pace.
+LOADGEN_LIMIT = 0.4
 
 
 # --- phases ---------------------------------------------------------------------------
 
 class Phase:
-    def __init__(self, name: str, results, cpu: dict[str, float], seconds: float | None = None):
-        self.name, self.results = name, results
-        s = loadgen.summarize(results)
+    def __init__(self, name: str, s: dict, cpu: dict[str, float], seconds: float, generator: str, results=None):
+        self.name, self.results, self.generator = name, results, generator
         self.rps, self.p50, self.p99 = s["rps"], s["p50_ms"], s["p99_ms"]
-        self.statuses = s["by_status"]
-        n = max(1, len(results))
+        self.statuses, self.requests = s["by_status"], s["requests"]
+        n = max(1, self.requests)
         self.cpu_ms = {k: 1000 * cpu[k] / n for k in CPU_KEYS}
+        # the generator's CPU seconds over the machine's (phase seconds x cores)
+        self.loadgen_share = cpu["loadgen"] / max(1e-9, seconds * CORES)
 
     def line(self) -> str:
         cpu = ", ".join(f"{k} {v:.2f}" for k, v in self.cpu_ms.items())
+        limit = "  !! load generator is the limit" if self.loadgen_share > LOADGEN_LIMIT else ""
         return (f"{self.name:<10} {self.rps:7.0f} req/s  p50 {self.p50:6.1f} ms  p99 {self.p99:6.1f} ms  "
-                f"CPU ms/req: {cpu}  {dict(self.statuses)}")
+                f"CPU ms/req: {cpu}  {dict(self.statuses)}  [{self.generator}, loadgen CPU "
+                f"{self.loadgen_share:.0%} of the machine]{limit}")
 
 
-def run_phase(name: str, port: int, make, *, concurrency: int, seconds: float, total: int | None = None) -> Phase:
-    cpu0 = cpu_seconds()
-    results = loadgen.run(host=HOST, port=port, concurrency=concurrency, make_request=make,
-                          duration_s=None if total else seconds, total_requests=total, timeout_s=30)
-    return Phase(name, results, cpu_delta(cpu0))
+class Load:
+    """One phase's requests, for either generator: `make` for the asyncio
+    client, `wrk_args` (path, tokens, body, key prefix) for wrk, or None when
+    the phase needs every response's body or a fixed list of requests."""
+
+    def __init__(self, make, wrk_args: dict | None = None, shared: dict | None = None):
+        self.make, self.wrk_args, self.shared = make, wrk_args, shared
 
 
-def floor_requests(tokens: list[str]):
+def order_load(path: str, tokens: list[str], sku_id: str, *, key_prefix: str, used: dict | None = None,
+               seed: int = 7) -> Load:
+    body = json.dumps({"sku_id": sku_id, "quantity": 1}).encode()
+    return Load(order_requests(path, tokens, sku_id, used, seed=seed, key_prefix=key_prefix),
+                None if used is not None else
+                {"path": path, "tokens": tokens, "body": body, "key_prefix": key_prefix}, shared=used)
+
+
+def drive(gen: str, port: int, load: Load, *, concurrency: int, seconds: float,
+          total: int | None = None) -> tuple[dict, list | None]:
+    """Run the load with the generator `gen` ("wrk" or "asyncio xN"); the
+    figures, and the results when the asyncio client ran."""
+    if gen == "wrk" and load.wrk_args and total is None:
+        try:
+            return wrk.run(host=HOST, port=port, concurrency=concurrency, seconds=seconds,
+                           **load.wrk_args), None
+        except (OSError, RuntimeError) as exc:
+            say(f"    wrk failed ({exc}); the asyncio client drives from now on")
+            WRK_FAILED.append(exc)
+    procs = int(gen.split("x")[1]) if gen.startswith("asyncio x") else ASYNC_PROCS[0]
+    results = loadgen.run_procs(processes=procs, host=HOST, port=port, concurrency=concurrency,
+                                make_request=load.make, duration_s=None if total else seconds,
+                                total_requests=total, timeout_s=30, shared=load.shared)
+    return loadgen.summarize(results), results
+
+
+# The generator each phase uses, chosen by measurement (choose_generators);
+# a phase not in it (or every phase, after wrk failed) uses the asyncio client
+# in ASYNC_PROCS processes.
+GENERATORS: dict[str, str] = {}
+ASYNC_PROCS = [1]
+WRK_FAILED: list[Exception] = []
+
+
+def run_phase(name: str, port: int, load: Load, *, concurrency: int, seconds: float,
+              total: int | None = None) -> Phase:
+    gen = GENERATORS.get(name) if load.wrk_args and total is None else None
+    if not gen or (gen == "wrk" and WRK_FAILED):
+        gen = f"asyncio x{ASYNC_PROCS[0]}"
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
+    s, results = drive(gen, port, load, concurrency=concurrency, seconds=seconds, total=total)
+    if results is not None and gen == "wrk":  # wrk failed just now
+        gen = f"asyncio x{ASYNC_PROCS[0]}"
+    return Phase(name, s, cpu_delta(cpu0), time.perf_counter() - t0, gen, results)
+
+
+def choose_generators(loads: dict[str, tuple[int, Load]], concurrency: int, seconds: float = 2) -> None:
+    """Drive each phase briefly with every generator and keep the one that
+    reaches the higher rate (a generator that is the limit reaches less): wrk,
+    the asyncio client in one process, in one per core. The phases that need
+    the asyncio client get its better process count, measured on sold out."""
+    options = ["asyncio x1"] + ([f"asyncio x{CORES}"] if CORES > 1 else []) + (["wrk"] if wrk.available() else [])
+    for name, (port, load) in loads.items():
+        rates = {}
+        for gen in options:
+            if gen == "wrk" and WRK_FAILED:
+                continue
+            s, _ = drive(gen, port, load, concurrency=concurrency, seconds=seconds)
+            rates[gen] = s["rps"]
+            if gen == "wrk" and WRK_FAILED:
+                del rates[gen]  # it fell back: that figure was the asyncio client's
+        best = max(rates, key=rates.get)
+        say(f"    generator for {name:<9}: " + ", ".join(f"{g} {r:.0f} req/s" for g, r in rates.items())
+            + f" (highest: {best})")
+        asyncs = {g: r for g, r in rates.items() if g.startswith("asyncio")}
+        if "wrk" in rates and rates["wrk"] > 1.15 * max(asyncs.values()):
+            say(f"    !! wrk reaches {rates['wrk'] / max(asyncs.values()):.2f}x the asyncio client on {name}: "
+                "the client may be that phase's limit")
+        if name == "sold out":
+            ASYNC_PROCS[0] = int(max(asyncs, key=asyncs.get).split("x")[1])
+    # The ratios compare phases: one generator drives them all (selling and pay need the bodies).
+    GENERATORS.clear()
+    say(f"    every phase: asyncio x{ASYNC_PROCS[0]} (ratios compare phases driven alike)")
+
+
+def floor_requests(tokens: list[str], key_prefix: str = "floor") -> Load:
     body = json.dumps({"sku_id": "FLOOR", "quantity": 1}).encode()
     rnd = random.Random(3)
 
     def make(i: int):
         return ("POST", "/floor", {"Authorization": f"Token {rnd.choice(tokens)}",
-                                   "Content-Type": "application/json", "Idempotency-Key": f"floor-{i}"}, body)
+                                   "Content-Type": "application/json", "Idempotency-Key": f"{key_prefix}-{i}"}, body)
 
-    return make
+    return Load(make, {"path": "/floor", "tokens": tokens, "body": body, "key_prefix": key_prefix})
 
 
 def pay_requests(owned: list[tuple[str, str]], seed: int):
@@ -207,10 +304,11 @@ def main() -> int:
     worker = harness.start_worker()
     beat = harness.start_beat()
     web = harness.start_web(port, args.web_workers)
+    server_name = Path(web.args[0]).name  # the program the web tier runs, whatever it is
     floor = harness.Server([str(harness.BIN / "gunicorn"), "benchmarks.floor:application"],
                            dict(os.environ, GUNICORN_BIND=f"{HOST}:{floor_port}",
                                 WEB_CONCURRENCY=str(args.web_workers)),
-                           "bench-floor.log")
+                           "bench-floor.log", group="web")
     harness.wait_port(floor_port)
     summary: dict[str, float] = {}
     checks: list[dict] = []
@@ -223,37 +321,40 @@ def main() -> int:
         out = harness.new_sku(1, limit=10)
         loadgen.run(host=HOST, port=port, concurrency=c, total_requests=20,
                     make_request=order_requests("/api/v1/orders", tokens, out, key_prefix="sell-out"))
-        for path, p in (("/api/v1/baseline", port), ("/api/v1/orders", port)):  # token records, code paths
-            loadgen.run(host=HOST, port=p, concurrency=c, duration_s=2,
-                        make_request=order_requests(path, tokens, warm if "baseline" in path else out,
-                                                    key_prefix=f"warm{path}"))
-        loadgen.run(host=HOST, port=floor_port, concurrency=c, duration_s=1, make_request=floor_requests(tokens))
+        # the warm-up (token records, code paths) measures the generators, too
+        say("\n[0] the load generator per phase, by measurement")
+        choose_generators({
+            "baseline": (port, order_load("/api/v1/baseline", tokens, warm, key_prefix="warm-b")),
+            "floor": (floor_port, floor_requests(tokens, key_prefix="warm-f")),
+            "sold out": (port, order_load("/api/v1/orders", tokens, out, key_prefix="warm-o")),
+        }, c)
 
         say(f"\n[1] {rounds} interleaved rounds of {secs:.0f} s phases, {c} connections, "
             f"{args.web_workers} web processes")
         for r in range(rounds):
             progress(f"round {r + 1}/{rounds}")
-            rows["baseline"].append(run_phase("baseline", port, order_requests(
+            rows["baseline"].append(run_phase("baseline", port, order_load(
                 "/api/v1/baseline", tokens, warm, key_prefix=f"b{r}"), concurrency=c, seconds=secs))
-            rows["floor"].append(run_phase("floor", floor_port, floor_requests(tokens), concurrency=c, seconds=secs))
+            rows["floor"].append(run_phase("floor", floor_port, floor_requests(tokens, key_prefix=f"f{r}"),
+                                           concurrency=c, seconds=secs))
             stock = 10 ** 5
             sku = harness.new_sku(stock, limit=10 ** 6)
             used: dict[int, str] = {}
             before = harness.web_statements()
-            sell = run_phase("selling", port, order_requests("/api/v1/orders", tokens, sku, used, seed=r,
-                                                             key_prefix=f"s{r}"), concurrency=c, seconds=secs)
+            sell = run_phase("selling", port, order_load("/api/v1/orders", tokens, sku, used=used, seed=r,
+                                                         key_prefix=f"s{r}"), concurrency=c, seconds=secs)
             rows["selling"].append(sell)
             last_ok = max((x.finished for x in sell.results if x.status == 202), default=time.perf_counter())
             accepted = accepted_ids(sell.results)
             done = wait_locked(sku, len(accepted))
             lags.append((done - last_ok) if done else float("nan"))
-            soldout = run_phase("sold out", port, order_requests("/api/v1/orders", tokens, out, key_prefix=f"o{r}"),
+            soldout = run_phase("sold out", port, order_load("/api/v1/orders", tokens, out, key_prefix=f"o{r}"),
                                 concurrency=c, seconds=secs)
             rows["sold out"].append(soldout)
             statements += harness.web_statements() - before
-            clicks += len(sell.results) + len(soldout.results)
+            clicks += sell.requests + soldout.requests
             make, jobs = pay_requests(owned_orders(sell.results, used), seed=r)
-            rows["pay"].append(run_phase("pay", port, make, concurrency=c, seconds=secs, total=len(jobs)))
+            rows["pay"].append(run_phase("pay", port, Load(make), concurrency=c, seconds=secs, total=len(jobs)))
             sale_skus.append((sku, stock, accepted))
             for name in ("baseline", "floor", "selling", "sold out", "pay"):
                 say(f"    r{r + 1} " + rows[name][-1].line())
@@ -276,7 +377,14 @@ def main() -> int:
             say(f"    {k:<20} {m:6.2f}   ({lo:.2f} - {hi:.2f})")
         for name in rows:
             cpu = {k: statistics.median(p.cpu_ms[k] for p in rows[name]) for k in CPU_KEYS}
-            say(f"    CPU ms/request, {name:<9}: " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()))
+            share = max(p.loadgen_share for p in rows[name])
+            gens = "/".join(sorted({p.generator for p in rows[name]}))
+            say(f"    CPU ms/request, {name:<9}: " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
+                + f"  | loadgen ({gens}) up to {share:.0%} of the machine"
+                + ("  !! load generator is the limit" if share > LOADGEN_LIMIT else ""))
+        summary["loadgen_cpu_share"] = max(p.loadgen_share for ps in rows.values() for p in ps)
+        say(f"    (loadgen CPU share: the generator's CPU seconds / (phase seconds x {CORES} cores); "
+            f"above {LOADGEN_LIMIT:.0%} it is the limit)")
         summary["floor_rps"] = statistics.median(p.rps for p in rows["floor"])
         summary["baseline_rps"] = statistics.median(p.rps for p in rows["baseline"])
         summary["confirm_lag_s"] = max(lags)
@@ -361,7 +469,8 @@ def main() -> int:
         f"confirm_lag_s={summary['confirm_lag_s']:.2f} pay_ratio={summary['pay_ratio']:.2f} "
         f"pay_p99_ratio={summary['pay_p99_ratio']:.2f} floor_rps={summary['floor_rps']:.0f} "
         f"floor_ratio={summary['floor_ratio']:.2f} drain_rate={summary.get('drain_rate', 0):.0f} "
-        f"oversold={oversold} lost={lost} verdict={'ok' if ok else 'FAIL'}"
+        f"oversold={oversold} lost={lost} verdict={'ok' if ok else 'FAIL'} "
+        f"server={server_name} loadgen_cpu_share={summary['loadgen_cpu_share']:.2f}"
     )
     return 0 if ok else 1
 

@@ -76,6 +76,10 @@ ensure_browser() {  # headless Chromium and its driver, for the browser tests
   fi
 }
 
+ensure_wrk() {  # the benchmark's load generator (it falls back to its Python client without it)
+  command -v wrk >/dev/null || { log "installing wrk"; apt_install wrk || log "no wrk: the benchmark uses its asyncio client"; }
+}
+
 ensure_services() {
   ensure_mariadb
   ensure_redis
