@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -196,12 +197,42 @@ def wait_port(port: int, timeout: float = 30) -> None:
     raise SystemExit(f"nothing listening on {port}; see var/*.log")
 
 
-def start_web(port: int, workers: int, extra: dict[str, str] | None = None, log: str = "bench-web.log") -> Server:
-    env = dict(os.environ, GUNICORN_BIND=f"{HOST}:{port}", WEB_CONCURRENCY=str(workers),
-               DATABASE_URL=f"mysql://{WEB_DB_USER}:@127.0.0.1:3306/{DB_NAME}", **(extra or {}))
-    web = Server([str(BIN / "gunicorn"), "seckill_site.wsgi:application"], env, log, group="web")
+# The HTTP servers the web tier can run under; gunicorn (gunicorn.conf.py) is the default.
+WEB_SERVERS = ("gunicorn", "granian")
+# Threads per worker process, as gunicorn.conf.py gives gthread.
+WEB_THREADS = 8
+
+
+def web_server(server: str, app: str, port: int, workers: int, env: dict[str, str], log: str) -> Server:
+    """Start `app` (a WSGI "module:callable") under `server` on the port, in the
+    web group (the CPU accounting finds it by pid, whatever program it runs)."""
+    env = dict(env, GUNICORN_BIND=f"{HOST}:{port}", WEB_CONCURRENCY=str(workers))
+    if server == "gunicorn":
+        # gunicorn.conf.py reads the bind and workers above and picks the metrics directory.
+        args = [str(BIN / "gunicorn"), app]
+    elif server == "granian":
+        # No gunicorn.conf.py here: a fresh metrics directory of this server's own,
+        # as gunicorn.conf.py's on_starting gives gunicorn.
+        metrics = ROOT / "var" / "prometheus" / f"granian-{HOST}_{port}"
+        shutil.rmtree(metrics, ignore_errors=True)
+        metrics.mkdir(parents=True)
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)
+        # The counterparts of gunicorn.conf.py's backlog, keepalive and graceful_timeout.
+        args = [str(BIN / "granian"), "--interface", "wsgi", "--workers", str(workers),
+                "--blocking-threads", str(WEB_THREADS), "--backlog", "2048", "--http1-keep-alive",
+                "--respawn-failed-workers", "--workers-kill-timeout", "10", "--no-access-log",
+                "--host", HOST, "--port", str(port), app]
+    else:
+        raise ValueError(f"unknown web server {server!r}; one of {', '.join(WEB_SERVERS)}")
+    web = Server(args, env, log, group="web")
     wait_port(port)
     return web
+
+
+def start_web(port: int, workers: int, extra: dict[str, str] | None = None, log: str = "bench-web.log",
+              server: str = "gunicorn") -> Server:
+    env = dict(os.environ, DATABASE_URL=f"mysql://{WEB_DB_USER}:@127.0.0.1:3306/{DB_NAME}", **(extra or {}))
+    return web_server(server, "seckill_site.wsgi:application", port, workers, env, log)
 
 
 def start_worker(log: str = "bench-worker.log", extra: dict[str, str] | None = None,

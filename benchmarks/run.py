@@ -1,6 +1,10 @@
 """The benchmark: real gunicorn + Celery worker + MariaDB/Redis/RabbitMQ on loopback.
 
-    bash scripts/bench [--quick] [--rounds N] [--phase-seconds S]
+    bash scripts/bench [--quick] [--rounds N] [--phase-seconds S] [--server gunicorn|granian]
+
+--server granian runs the web tier (and the floor) under granian's WSGI
+interface instead of gunicorn, with the same worker and thread counts, to
+compare the two by measurement; gunicorn stays the default.
 
 The machine is shared and noisy, so every ratio is taken inside one round of
 interleaved phases (baseline, floor, selling, sold out, pay) and the rounds'
@@ -10,7 +14,7 @@ concurrency:
   baseline  POST /api/v1/baseline: authenticates, throttles and validates like
             POST orders, takes nothing
   floor     a bare Django view (no DRF, no middleware, no authentication) on a
-            second gunicorn with the same settings: the framework's floor
+            second server (the same program and settings): the framework's floor
   selling   POST /api/v1/orders on a stock larger than the phase can sell
   sold out  POST /api/v1/orders on a sold-out SKU
   pay       pay (80 %) and cancel (20 %) of the orders the round's sale made
@@ -286,6 +290,8 @@ def main() -> int:
     ap.add_argument("--phase-seconds", type=float, default=None)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--web-workers", type=int, default=int(os.environ.get("WEB_CONCURRENCY", "2")))
+    ap.add_argument("--server", choices=harness.WEB_SERVERS, default="gunicorn",
+                    help="the HTTP server of the web tier and the floor (default gunicorn, as deployed)")
     ap.add_argument("--buyers", type=int, default=2000)
     ap.add_argument("--backlog", type=int, default=None, help="units sold while the worker is down")
     ap.add_argument("--skip", default="", help="comma-separated: whole, backlog")
@@ -303,13 +309,11 @@ def main() -> int:
     port, floor_port = 18000 + random.randint(0, 499), 18500 + random.randint(0, 499)
     worker = harness.start_worker()
     beat = harness.start_beat()
-    web = harness.start_web(port, args.web_workers)
+    web = harness.start_web(port, args.web_workers, server=args.server)
     server_name = Path(web.args[0]).name  # the program the web tier runs, whatever it is
-    floor = harness.Server([str(harness.BIN / "gunicorn"), "benchmarks.floor:application"],
-                           dict(os.environ, GUNICORN_BIND=f"{HOST}:{floor_port}",
-                                WEB_CONCURRENCY=str(args.web_workers)),
-                           "bench-floor.log", group="web")
-    harness.wait_port(floor_port)
+    # The floor runs under the same server as the site: floor_ratio compares like with like.
+    floor = harness.web_server(args.server, "benchmarks.floor:application", floor_port, args.web_workers,
+                               dict(os.environ), "bench-floor.log")
     summary: dict[str, float] = {}
     checks: list[dict] = []
     sale_skus: list[tuple[str, int, set[str]]] = []
