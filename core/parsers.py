@@ -103,18 +103,32 @@ def read_json(meta: dict, stream) -> object:
     checked before anything is read); an empty body is {}; a body that is not
     application/json is 415; not JSON, or hostile (see `parse_json`), is 400."""
     media = (meta.get("CONTENT_TYPE") or "").split(";")[0].strip().lower()
-    limit = settings.SECKILL_MAX_BODY_BYTES
-    declared = meta.get("CONTENT_LENGTH") or ""
-    if declared.isdigit() and int(declared) > limit:
-        raise TooLarge(limit=limit)
+    declared = _declared_length(meta)
     if declared == "0" or (not declared and not meta.get("HTTP_TRANSFER_ENCODING")):
         return {}
     if media != "application/json":
         raise exceptions.UnsupportedMediaType(media or "none")
-    body = stream.read(min(int(declared), limit + 1)) if declared.isdigit() else stream.read(limit + 1)
+    return parse_json(read_body(meta, stream))
+
+
+def _declared_length(meta: dict) -> str:
+    """CONTENT_LENGTH, refused (413) before anything is read when over the limit."""
+    declared = meta.get("CONTENT_LENGTH") or ""
+    if declared.isdigit() and int(declared) > settings.SECKILL_MAX_BODY_BYTES:
+        raise TooLarge(limit=settings.SECKILL_MAX_BODY_BYTES)
+    return declared
+
+
+def read_body(meta: dict, stream) -> bytes:
+    """The raw body as received, at most SECKILL_MAX_BODY_BYTES (413 beyond;
+    the declared length is checked before anything is read): for a caller
+    that must see the bytes before they are parsed (a signed webhook)."""
+    limit = settings.SECKILL_MAX_BODY_BYTES
+    declared = _declared_length(meta)
+    body = stream.read(min(int(declared), limit + 1) if declared.isdigit() else limit + 1)
     if len(body) > limit:
         raise TooLarge(limit=limit)
-    return parse_json(body)
+    return body
 
 
 class BoundedJSONParser(JSONParser):

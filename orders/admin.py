@@ -4,6 +4,7 @@ from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy
 
+from inventory.admin import ReadOnlyAdmin
 from inventory.resources import ViewerExportMixin
 from orders.models import Order, PaymentRefund
 from orders.resources import OrderResource
@@ -39,7 +40,7 @@ class RefundResolveForm(forms.Form):
 
 
 @admin.register(PaymentRefund)
-class PaymentRefundAdmin(admin.ModelAdmin):
+class PaymentRefundAdmin(ReadOnlyAdmin):
     """Captures the webhook could not turn into a payment: money the provider
     took that must go back. Support sees them; ops close them (refunded, or
     dismissed with a note) through orders.services.payments, each closing
@@ -52,15 +53,6 @@ class PaymentRefundAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     readonly_fields = [f.name for f in PaymentRefund._meta.fields]
     actions = ("mark_refunded", "dismiss")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def has_resolve_permission(self, request) -> bool:
         return request.user.has_perm(RESOLVE_REFUND)

@@ -15,7 +15,6 @@ endpoint does not exist then).
 """
 from __future__ import annotations
 
-import json
 from io import BytesIO
 
 from django.conf import settings
@@ -23,28 +22,12 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
-from core.errors import OrderNotFound, TooLarge
+from core.api import json_response
+from core.errors import OrderNotFound
 from core.exception_handler import error_response
-from core.parsers import read_json
+from core.parsers import read_body, read_json
 from orders.api.input import webhook_input
 from orders.services import payments
-
-
-def _json(status: int, body: dict) -> HttpResponse:
-    return HttpResponse(json.dumps(body, separators=(",", ":")), status=status, content_type="application/json")
-
-
-def _raw_body(request: HttpRequest) -> bytes:
-    """The body as received, at most SECKILL_MAX_BODY_BYTES (413 beyond; the
-    declared length is checked before anything is read)."""
-    limit = settings.SECKILL_MAX_BODY_BYTES
-    declared = request.META.get("CONTENT_LENGTH") or ""
-    if declared.isdigit() and int(declared) > limit:
-        raise TooLarge(limit=limit)
-    body = request.read(min(int(declared), limit + 1) if declared.isdigit() else limit + 1)
-    if len(body) > limit:
-        raise TooLarge(limit=limit)
-    return body
 
 
 @csrf_exempt  # signed by the provider, not a browser form; the API chain has no CSRF anyway
@@ -55,15 +38,11 @@ def webhook(request: HttpRequest) -> HttpResponse:
             raise OrderNotFound()
         if request.method != "POST":
             raise exceptions.MethodNotAllowed(request.method)
-        raw = _raw_body(request)
+        raw = read_body(request.META, request)
         payments.signature_verify(secret=secret, header=request.META.get("HTTP_SECKILL_SIGNATURE"), body=raw)
         order_id, payment_id = webhook_input(read_json(request.META, BytesIO(raw)))
         done = payments.payment_capture(order_id=order_id, payment_id=payment_id)
-        return _json(200, {"order_id": done.order_id, "payment_id": done.payment_id, "outcome": done.outcome,
+        return json_response(200, {"order_id": done.order_id, "payment_id": done.payment_id, "outcome": done.outcome,
                            "status": done.order_status, "refund_reason": done.refund_reason})
     except Exception as exc:
-        status, body, headers = error_response(exc)
-        response = _json(status, body)
-        for name, value in headers.items():
-            response[name] = value
-        return response
+        return json_response(*error_response(exc))
