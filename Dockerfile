@@ -19,4 +19,6 @@ RUN DJANGO_SECRET_KEY=collectstatic-only-build-step-value-not-a-secret-012345678
 RUN useradd --system --uid 10001 seckill && chown -R seckill /app
 USER seckill
 EXPOSE 8000
-CMD ["gunicorn", "seckill_site.wsgi:application"]
+# granian through the project's launcher (seckill_site/serve.py); the contract's
+# `gunicorn seckill_site.wsgi:application` works in this image too.
+CMD ["python", "-m", "seckill_site.serve"]

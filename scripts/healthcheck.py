@@ -12,7 +12,8 @@ import urllib.request
 
 def main(parts: list[str]) -> int:
     host = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost").split(",")[0].strip() or "localhost"
-    port = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000").rsplit(":", 1)[-1]
+    listen = os.environ.get("SECKILL_WEB_LISTEN") or os.environ.get("GUNICORN_BIND") or "127.0.0.1:8000"
+    port = listen.rsplit(":", 1)[-1]
     request = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/health", headers={"Host": host})
     try:
         with urllib.request.urlopen(request, timeout=4) as response:

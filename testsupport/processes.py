@@ -1,5 +1,5 @@
 """The test database and the stores' clean start, and real worker and web processes
-(a Celery worker with the confirm consumer, a gunicorn) that see its committed rows."""
+(a Celery worker with the confirm consumer, a web tier) that see its committed rows."""
 from __future__ import annotations
 
 import os
@@ -156,14 +156,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_web(process_env, *, name: str = "web", **extra: str) -> Proc:
-    """A real gunicorn on a free port (3 workers, throttling off), `extra`
-    added to its environment; returns once it listens (`.port`)."""
-    port = free_port()
-    env = dict(process_env, GUNICORN_BIND=f"127.0.0.1:{port}", WEB_CONCURRENCY="3", SECKILL_THROTTLE_RATE="0",
-               **extra)
-    proc = Proc([str(VENV_BIN / "gunicorn"), "seckill_site.wsgi:application"], env,
-                ROOT / "var" / "test-logs" / f"{name}.log").start()
+# The web tier's entry points: the default server and the contract's gunicorn.
+WEB_SERVERS = {
+    "granian": [str(VENV_BIN / "python"), "-m", "seckill_site.serve"],
+    "gunicorn": [str(VENV_BIN / "gunicorn"), "seckill_site.wsgi:application"],
+}
+
+
+def start_web(process_env, *, name: str = "web", server: str = "granian", workers: int = 3,
+              port: int | None = None, **extra: str) -> Proc:
+    """A real web tier on a free port (or `port`; the default server unless
+    `server` says gunicorn; 3 worker processes, throttling off), `extra` added
+    to its environment; returns once it listens (`.port`)."""
+    port = port or free_port()
+    env = dict(process_env, SECKILL_WEB_LISTEN=f"127.0.0.1:{port}", GUNICORN_BIND=f"127.0.0.1:{port}",
+               WEB_CONCURRENCY=str(workers), SECKILL_THROTTLE_RATE="0", **extra)
+    proc = Proc(WEB_SERVERS[server], env, ROOT / "var" / "test-logs" / f"{name}.log").start()
 
     def up() -> bool:
         try:
@@ -172,9 +180,16 @@ def start_web(process_env, *, name: str = "web", **extra: str) -> Proc:
         except OSError:
             return False
 
-    wait_until(up, timeout=30, what=f"gunicorn ({name}) listening")
-    proc.port = port
+    wait_until(lambda: up() or proc.popen.poll() is not None, timeout=30, what=f"{server} ({name}) listening")
+    assert proc.popen.poll() is None, proc.log_text()[-3000:]
+    proc.port, proc.server = port, server
     return proc
+
+
+def web_workers(proc: Proc) -> list[int]:
+    """Pids of the web tier's worker processes (the server's children)."""
+    out = subprocess.run(["pgrep", "-P", str(proc.popen.pid)], capture_output=True, text=True).stdout
+    return sorted(int(x) for x in out.split())
 
 
 @pytest.fixture(scope="session")

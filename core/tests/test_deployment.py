@@ -84,6 +84,33 @@ def test_compose_publishes_the_web_on_loopback_and_keeps_redis_on_disk():
         assert "healthcheck" in compose["services"][name], name
 
 
+def test_the_image_and_compose_run_the_default_server_with_time_to_stop_gracefully():
+    from seckill_site import webserver
+
+    compose = _compose()
+    web = compose["services"]["web"]
+    assert web["command"] == ["python", "-m", "seckill_site.serve"]
+    assert web["environment"]["SECKILL_WEB_LISTEN"] == "0.0.0.0:8000"
+    grace = int(web["stop_grace_period"].rstrip("s"))
+    assert grace > webserver.GRACEFUL_S  # compose's SIGKILL comes after the server's own deadline
+    cmd = [line for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("CMD ")]
+    assert cmd == ['CMD ["python", "-m", "seckill_site.serve"]']
+
+
+def test_gunicorn_reads_the_same_settings_as_the_default_server(monkeypatch, tmp_path):
+    from seckill_site import webserver
+
+    # the file picks the metrics directory by setting the variable: keep it off this process
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    conf: dict = {}
+    exec(compile((ROOT / "gunicorn.conf.py").read_text(), "gunicorn.conf.py", "exec"), conf)
+    assert (conf["bind"], conf["workers"], conf["threads"]) == (webserver.BIND, webserver.WORKERS,
+                                                                 webserver.THREADS)
+    assert conf["worker_connections"] == webserver.WORKER_CONNECTIONS
+    assert (conf["keepalive"], conf["graceful_timeout"]) == (webserver.KEEPALIVE_S, webserver.GRACEFUL_S)
+    assert webserver.THREADS > webserver.SLOTS + webserver.QUEUE  # a refusal always finds a thread
+
+
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
 def test_compose_refuses_to_start_without_secrets_and_is_valid_with_them():
     refused = subprocess.run(["docker-compose", "config", "-q"], cwd=ROOT, capture_output=True, text=True,

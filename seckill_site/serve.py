@@ -1,0 +1,129 @@
+"""The web tier's default server: granian's WSGI interface, set up as the
+deployment needs it.
+
+    python -m seckill_site.serve [MODULE:CALLABLE]
+
+serves seckill_site.wsgi:application unless told another WSGI callable (the
+benchmark's floor passes benchmarks.floor:application). Settings come from
+seckill_site/webserver.py (the environment), the same ones gunicorn.conf.py
+gives gunicorn, which stays a supported entry point. granian won on this
+machine by measurement (docs/benchmark.md, "Choosing the web server").
+
+What this adds to the plain `granian` command:
+- the Prometheus multiprocess directory, set before any worker exists, emptied
+  once per start, told of every worker that exits, removed at exit when chosen
+  here (gunicorn.conf.py's hooks do the same for gunicorn);
+- a worker that dies is replaced however often it dies: granian gives up and
+  exits when a worker it respawned dies again within 5.5 s, which would turn
+  two kills in a row into a web tier that is gone; here it waits a second and
+  replaces it again;
+- threads sized for the bounded backlog (core.admission), so the excess is
+  answered 503 by the process rather than queued where nothing sees it.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+import time
+
+from seckill_site import webserver
+
+DEFAULT_TARGET = "seckill_site.wsgi:application"
+# Two deaths of one worker closer than this are a crash loop: slow it down.
+CRASH_LOOP_S = 5.5
+CRASH_LOOP_PAUSE_S = 1.0
+
+logger = logging.getLogger("_granian")  # granian's own: configured by it, printed with its lines
+
+
+def server_class():
+    from granian.server.mp import MPServer
+
+    class Server(MPServer):
+        """granian's process server, with the replacement rule above."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._last_respawn: dict[int, float] = {}
+
+        def _init_shared_socket(self):
+            # On Linux granian lets each worker bind its own SO_REUSEPORT
+            # socket: while every worker is down (a web-kill, a deploy) a
+            # client is refused, and the connections queued at a worker that
+            # dies are reset unless net.ipv4.tcp_migrate_req=1. One socket
+            # opened here and inherited by the workers (granian's own path on
+            # other systems) keeps them queued until a worker takes them, as
+            # gunicorn's arbiter does.
+            from granian.net import SocketSpec
+
+            self._shd = SocketSpec(self.bind_addr, self.bind_port, self.backlog).build()
+            self._sfd = self._shd.get_fd()
+            self._ssp = None
+            self._sso = socket.socket(fileno=self._sfd)
+            self._sso.set_inheritable(True)
+
+        def _respawn_workers(self, workers, spawn_target, target_loader, delay: float = 0):
+            for idx in workers:
+                if 0 <= idx < len(self.wrks):
+                    pid = self.wrks[idx].inner.pid
+                    if pid:
+                        webserver.metrics_worker_gone(pid)
+                if time.monotonic() - self._last_respawn.get(idx, -CRASH_LOOP_S) < CRASH_LOOP_S:
+                    time.sleep(CRASH_LOOP_PAUSE_S)
+                self._last_respawn[idx] = time.monotonic()
+            super()._respawn_workers(workers, spawn_target, target_loader, delay)
+            # granian's own crash-loop rule reads this to exit the server
+            self.respawned_wrks.clear()
+
+    return Server
+
+
+class _ThreadCountNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Configuration allows spawning up to")
+
+
+def build(target: str = DEFAULT_TARGET):
+    from granian.constants import HTTPModes, Interfaces
+    from granian.http import HTTP1Settings
+
+    host, _, port = webserver.BIND.rpartition(":")
+    server = server_class()(
+        target,
+        address=host or "127.0.0.1",
+        port=int(port),
+        interface=Interfaces.WSGI,
+        workers=webserver.WORKERS,
+        blocking_threads=webserver.THREADS,
+        # connections per worker; requests beyond the threads wait inside
+        # granian, which the gate keeps short by answering the excess at once
+        backpressure=webserver.WORKER_CONNECTIONS,
+        backlog=webserver.BACKLOG,
+        http=HTTPModes.http1,
+        http1_settings=HTTP1Settings(header_read_timeout=webserver.HEADER_TIMEOUT_S * 1000, keep_alive=True),
+        websockets=False,
+        log_access=webserver.ACCESS_LOG,
+        respawn_failed_workers=True,
+        workers_kill_timeout=webserver.GRACEFUL_S,
+    )
+    # granian warns when threads outnumber cores; here most of them wait (the
+    # gate's queue) or write refusals, by design: say that instead
+    logging.getLogger("_granian").addFilter(_ThreadCountNotice())
+    logger.info("%d threads per worker process: %d run requests, up to %d wait for one, %d answer the rest",
+                webserver.THREADS, webserver.SLOTS, webserver.QUEUE, webserver.SPARE_THREADS)
+    metrics_dir, own = webserver.metrics_dir_choose(webserver.BIND)
+    server.on_startup(lambda: webserver.metrics_dir_empty(metrics_dir))
+    if own:
+        server.on_shutdown(lambda: webserver.metrics_dir_remove(metrics_dir))
+    return server
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1 or (argv and argv[0].startswith("-")):
+        sys.exit(__doc__)
+    build(argv[0] if argv else DEFAULT_TARGET).serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
