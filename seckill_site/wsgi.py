@@ -1,4 +1,5 @@
-"""WSGI entry point: `gunicorn seckill_site.wsgi:application`.
+"""WSGI entry point of both web servers: `python -m seckill_site.serve`
+(granian, the default) and `gunicorn seckill_site.wsgi:application`.
 
 Two Django handlers share the process: the REST API (`/api/v1/...`) runs
 through API_MIDDLEWARE, the rest of the site (admin, reports, schema) through
@@ -12,6 +13,9 @@ import os
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.wsgi import get_wsgi_application
+
+from core import admission, connections
+from seckill_site import webserver
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "seckill_site.settings.local")
 
@@ -32,14 +36,54 @@ class ApiHandler(WSGIHandler):
             settings.MIDDLEWARE = site_middleware
 
 
+# Probes skip the gate: under a flood the health check and the metrics still
+# answer (from the threads the gate leaves spare, seckill_site/webserver.py).
+UNGATED = frozenset({f"{API_PREFIX}health", "/reconciliation/metrics"})
+
+
 class Application:
+    """Routes a request to the API's handler or the site's, through the
+    process's bounded backlog (core.admission), with a MySQL connection lent
+    for the request (core.connections)."""
+
     def __init__(self):
         self.site = get_wsgi_application()  # also sets Django up
         self.api = ApiHandler()
+        self.gate = admission.Gate(slots=webserver.SLOTS, queue=webserver.QUEUE, wait_s=webserver.QUEUE_WAIT_S)
+        self.db = connections.Lender(keep=webserver.SLOTS)
 
     def __call__(self, environ, start_response):
-        api = environ.get("PATH_INFO", "").startswith(API_PREFIX)
-        return (self.api if api else self.site)(environ, start_response)
+        path = environ.get("PATH_INFO", "")
+        handler = self.api if path.startswith(API_PREFIX) else self.site
+        if path in UNGATED:
+            return self._serve(handler, environ, start_response)
+        if not self.gate.enter():
+            return admission.refuse(start_response)
+        admission.held(self.gate)
+        try:
+            return self._serve(handler, environ, start_response)
+        finally:
+            admission.held(None)
+            self.gate.leave()
+
+    def _serve(self, handler, environ, start_response):
+        db = self.db.lend()
+        try:
+            return _whole(handler(environ, start_response))
+        finally:
+            self.db.take_back(db)
+
+
+def _whole(response):
+    """A response held in memory as one list of bytes, closed (Django's
+    request_finished) before the server writes it: the server sends a list in
+    one call instead of iterating the response object back through Python.
+    Streaming responses (exports) are passed on as they are."""
+    if getattr(response, "streaming", True):
+        return response
+    body = response.content
+    response.close()
+    return [body]
 
 
 application = Application()

@@ -1,4 +1,4 @@
-"""The purchase path's metrics (core.metrics): counted in every gunicorn worker,
+"""The purchase path's metrics (core.metrics): counted in every web worker process,
 summed across them at /reconciliation/metrics, next to the reconciliation gauges."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def purchases(figures: dict[str, float], outcome: str) -> float:
 
 
 def staff_session_cookie(make_buyers) -> str:
-    """A staff user's session, stored where the gunicorn workers read it too;
+    """A staff user's session, stored where the web workers read it too;
     the user may view reconciliation reports (the metrics view asks for it)."""
     from django.contrib.auth.models import Permission
 
@@ -48,7 +48,7 @@ def scrape(port: int, headers: dict[str, str]) -> tuple[int, str]:
 
 
 @pytest.mark.web
-def test_purchase_counters_are_summed_across_the_gunicorn_workers(web, make_sku, make_buyers):
+def test_purchase_counters_are_summed_across_the_web_workers(web, make_sku, make_buyers):
     cookie = staff_session_cookie(make_buyers)
     status, before_text = scrape(web.port, {"Cookie": cookie})
     assert status == 200, before_text
@@ -74,7 +74,7 @@ def test_purchase_counters_are_summed_across_the_gunicorn_workers(web, make_sku,
     assert "seckill_reconciliation_runs_total" in text and "seckill_dead_letters" in text
     assert scrape(web.port, {})[0] == 403
     assert scrape(web.port, {"Authorization": "Bearer nope"})[0] == 403
-    # The workers ran in multiprocess mode: the directory gunicorn.conf.py chose
+    # The workers ran in multiprocess mode: the directory the server chose
     # for this address holds their files, one set per worker process.
     files = list((ROOT / "var" / "prometheus" / f"127.0.0.1_{web.port}").glob("counter_*.db"))
     assert files, "no multiprocess files: the workers counted in memory"
@@ -134,3 +134,46 @@ def test_recording_costs_a_few_microseconds():
         purchase_observed(outcome="sold_out", started=started)
     per_call = (time.perf_counter() - started) / n
     assert per_call < 20e-6, per_call
+
+
+@pytest.mark.parametrize("server", ["granian", "gunicorn"])
+def test_a_killed_workers_counts_stay_in_the_sum_and_a_restart_starts_from_zero(
+        server, process_env, make_sku, make_buyers):
+    import os
+    import signal
+
+    from testsupport import wait_until
+    from testsupport.processes import start_web, web_workers
+
+    cookie = staff_session_cookie(make_buyers)
+    sku = make_sku(stock=1, per_user_limit=1)
+    buyers = [token for _, token in make_buyers(30)]
+    web = start_web(process_env, name=f"web-metrics-{server}", server=server, workers=2)
+    port = web.port
+    try:
+        wait_until(lambda: len(web_workers(web)) == 2, timeout=30, what="both workers forked")
+        results = run_parallel(port, [(t, sku.sku_id, 1, uuid.uuid4().hex) for t in buyers], threads=8)
+        assert len(results) == 30
+        for pid in web_workers(web):  # every process that counted is gone
+            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: len(web_workers(web)) == 2 and _scrapes(port, cookie), timeout=30,
+                   what="replacement workers answering")
+        status, text = scrape(port, {"Cookie": cookie})
+        assert status == 200, text[:300]
+        assert samples(text)["seckill_purchase_seconds_count"] == 30  # the dead workers' counts, summed
+    finally:
+        web.stop(signal.SIGKILL)  # no exit hook runs: the files stay for the next start to clear
+    again = start_web(process_env, name=f"web-metrics-{server}-again", server=server, workers=2, port=port)
+    try:
+        status, text = scrape(port, {"Cookie": cookie})
+        assert status == 200, text[:300]
+        assert samples(text).get("seckill_purchase_seconds_count", 0) == 0  # a new server, a clean slate
+    finally:
+        again.stop()
+
+
+def _scrapes(port: int, cookie: str) -> bool:
+    try:
+        return scrape(port, {"Cookie": cookie})[0] == 200
+    except OSError:
+        return False

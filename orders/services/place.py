@@ -10,6 +10,7 @@ from django.conf import settings
 
 from accounts import token_cache
 from accounts.token_cache import KeyClaim
+from core import admission
 from core.errors import (
     IdempotencyKeyReused, LimitReached, SaleNotActive, SkuNotFound, SoldOut, Unavailable,
 )
@@ -126,7 +127,8 @@ def _finish(click: _Click, order_id: str, result: ReserveResult) -> PlacedOrder:
             # The first request with this key may still undo its take (its
             # publish under way or failing): answer once it has decided, so a
             # 202 here never names an order its own request then gives up.
-            time.sleep(min(result.wait_ms, gate.decision_window_ms()) / 1000)
+            with admission.idle():  # a sleep: its web slot serves other clicks meanwhile
+                time.sleep(min(result.wait_ms, gate.decision_window_ms()) / 1000)
             first = KeyClaim(order_id=result.order_id, sku_id=click.sku_id, quantity=click.quantity, claimed_ms=0)
             return _place_again(replace(click, waited=True), first)
         return PlacedOrder(result.order_id, click.sku_id, click.quantity, created=False, reserved_ms=0)
