@@ -146,8 +146,9 @@ def mariadb_restart(ctx: Context) -> None:
 
 
 def web_kill(ctx: Context) -> None:
-    """SIGKILL every gunicorn worker at once: requests between their reserve and
-    their publish die with them (the master starts new workers)."""
+    """SIGKILL every web worker process at once: requests between their reserve
+    and their publish die with them (the server's main process starts new ones;
+    connections wait on its socket meanwhile)."""
     for pid in ctx.stack.web.children():
         try:
             os.kill(pid, signal.SIGKILL)
@@ -399,6 +400,8 @@ def main() -> int:
     ap.add_argument("--demand", type=int, default=1200, help="clicks per run (plus one in ten retried)")
     ap.add_argument("--buyers", type=int, default=600)
     ap.add_argument("--concurrency", type=int, default=48)
+    ap.add_argument("--server", choices=("granian", "gunicorn"), default="granian",
+                    help="the web tier's server (default granian, as deployed)")
     args = ap.parse_args()
     if args.list:
         for name, fn in FAULTS.items():
@@ -415,11 +418,11 @@ def main() -> int:
     harness.fresh_stores()
     tokens = harness.make_buyers(args.buyers)
     port = 19000 + random.randint(0, 999)
-    stack = Stack(port, harness.start_web(port, 2, log="chaos-web.log"),
+    stack = Stack(port, harness.start_web(port, 2, log="chaos-web.log", server=args.server),
                   harness.start_worker(log="chaos-worker.log"), harness.start_beat(log="chaos-beat.log"))
     rows: list[Row] = []
     say(f"{len(runs)} runs: stock {args.stock}, {args.demand} clicks each (+10 % retried), "
-        f"{args.concurrency} connections\n")
+        f"{args.concurrency} connections, web server {args.server}\n")
     say(f"{'run':<36} " + " ".join(f"{c:>10}" for c in COLUMNS) + "  verdict")
     try:
         for i, names in enumerate(runs, 1):
