@@ -20,7 +20,10 @@ from typing import Callable
 from django_redis import get_redis_connection
 from redis import Redis
 from redis.commands.core import Script
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError  # noqa: F401  (re-exported)
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 logger = logging.getLogger(__name__)
 
@@ -107,19 +110,89 @@ def instance_check(client: Redis) -> None:
     raise RedisError(f"the check of the new Redis instance {run_id} did not finish")
 
 
+# --- Script calls on a lower layer of redis-py ---------------------------------------
+# A script called through redis-py's client costs the web more CPU than Redis
+# spends running it: the pool's checkout and return (a deprecation wrapper, a
+# pid check, a lock, metrics hooks), the retry wrapper, the response callbacks,
+# and for a pipeline its own command stack on top
+# (docs/benchmark.md, "The cost of a click").
+# Script calls take a lower layer instead: connections made with the pool's
+# settings (host, database, timeouts) kept on a stack per pool, last used first
+# (list.pop and list.append are atomic: no lock), each checked before use as
+# the pool checks one it hands out (connected, nothing unread: a connection the
+# server closed is made again), with the EVALSHAs of a call sent in one write.
+# No retry: the client's own connections have none either (none is
+# configured). A connection that fails in any way but a script's own error
+# reply is dropped, so a reply half read is never taken for the next call.
+
+class _Lines:
+    def __init__(self) -> None:
+        self.pid = 0
+        self.free: dict = {}  # connection pool -> its stack (a process may hold more than one client)
+
+
+_lines = _Lines()
+
+
+def _line_take(client: Redis) -> tuple:
+    """A checked connection with the client's settings, and the stack it goes back to."""
+    pool = client.connection_pool
+    if _lines.pid != os.getpid():  # first use, or a fork: the parent's connections stay its own
+        _lines.free, _lines.pid = {}, os.getpid()
+    stack = _lines.free.get(pool)
+    if stack is None:
+        stack = _lines.free.setdefault(pool, [])
+    try:
+        conn = stack.pop()
+    except IndexError:
+        conn = pool.connection_class(**pool.connection_kwargs)
+    if not conn.is_connected:
+        conn.connect()
+        return conn, stack
+    try:
+        stale = conn.can_read()  # unread data, or the server closed it (a restart)
+    except (RedisConnectionError, RedisTimeoutError, OSError):
+        stale = True
+    if stale:
+        conn.disconnect()
+        conn.connect()
+    return conn, stack
+
+
+def evalsha_together(client: Redis, commands: list[tuple]) -> list:
+    """Each ("EVALSHA", sha, numkeys, *keys, *args) in one round trip; the
+    replies in order, a script's error reply (NOSCRIPT...) as its exception."""
+    conn, stack = _line_take(client)
+    try:
+        conn.send_packed_command(conn.pack_commands(commands))
+        replies = []
+        for _ in commands:
+            try:
+                replies.append(conn.read_response())
+            except ResponseError as exc:  # the reply was read whole: the connection stays usable
+                replies.append(exc)
+    except BaseException:
+        conn.disconnect()
+        raise
+    stack.append(conn)
+    return replies
+
+
 class GuardedScript(Script):
     """A redis-py Script whose reload after NOSCRIPT waits for `instance_check`."""
 
     def __call__(self, keys=None, args=None, client=None):
         keys, args = list(keys or []), list(args or [])
         client = client if client is not None else self.registered_client
-        try:
-            return client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
+        reply = evalsha_together(client, [("EVALSHA", self.sha, len(keys), *keys, *args)])[0]
+        if isinstance(reply, NoScriptError):
             if not getattr(_checking, "active", False):
                 instance_check(client)
             self.sha = client.script_load(self.script)
-            return client.evalsha(self.sha, len(keys), *keys, *args)
+            reply = evalsha_together(client, [("EVALSHA", self.sha, len(keys), *keys, *args)])[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
 
 _folders: list["Scripts"] = []
@@ -183,8 +256,8 @@ class Call:
     def __init__(self, script: Script, keys: list, args: list):
         self.script, self.keys, self.args = script, keys, args
 
-    def queue(self, pipe) -> None:
-        pipe.evalsha(self.script.sha, len(self.keys), *self.keys, *self.args)
+    def command(self) -> tuple:
+        return ("EVALSHA", self.script.sha, len(self.keys), *self.keys, *self.args)
 
     def run(self):
         return self.script(keys=self.keys, args=self.args)
@@ -200,7 +273,5 @@ class Call:
 
 
 def run_together(*calls: Call) -> list:
-    pipe = redis().pipeline(transaction=False)
-    for call in calls:
-        call.queue(pipe)
-    return [call.settle(raw) for call, raw in zip(calls, pipe.execute(raise_on_error=False))]
+    replies = evalsha_together(redis(), [call.command() for call in calls])
+    return [call.settle(raw) for call, raw in zip(calls, replies)]

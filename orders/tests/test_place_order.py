@@ -65,7 +65,7 @@ def test_failed_publish_undoes_the_take_and_answers_503(api, make_sku, make_buye
     sku = make_sku(stock=2)
     (_, token), = make_buyers(1)
     client = api(token)
-    with mock.patch("kombu.messaging.Producer.publish", side_effect=ConnectionResetError("broker gone")):
+    with mock.patch("amqp.channel.Channel._basic_publish", side_effect=ConnectionResetError("broker gone")):
         r = buy(client, sku.sku_id, "k")
     assert r.status_code == 503 and r.json()["code"] == "unavailable"
     live = redis_live.live_stock(sku_id=sku.sku_id)
