@@ -1,6 +1,6 @@
 """What the benchmark (run.py) and the fault matrix (chaos.py) share: a store set
-of their own (a MySQL database, a Redis db, a queue prefix), real gunicorn /
-worker / beat processes, buyers and SKUs, and the check of every unit and order
+of their own (a MySQL database, a Redis db, a queue prefix), real web (granian,
+gunicorn or uWSGI) / worker / beat processes, buyers and SKUs, and the check of every unit and order
 in both stores.
 
 Import order matters: call `configure(...)` before anything imports Django.
@@ -197,31 +197,72 @@ def wait_port(port: int, timeout: float = 30) -> None:
     raise SystemExit(f"nothing listening on {port}; see var/*.log")
 
 
-# The HTTP servers the web tier can run under; gunicorn (gunicorn.conf.py) is the default.
-WEB_SERVERS = ("gunicorn", "granian")
-# Threads per worker process, as gunicorn.conf.py gives gthread.
+# The HTTP servers the web tier can run under: granian through the project's
+# launcher (seckill_site/serve.py) is the default, gunicorn (gunicorn.conf.py)
+# stays supported, uWSGI and the plain granian command (8 blocking threads, no
+# launcher) are there to compare by measurement.
+WEB_SERVERS = ("granian", "gunicorn", "uwsgi", "granian-cli")
+DEFAULT_SERVER = "granian"
+# Threads (request slots) per worker process, as gunicorn.conf.py gives gthread.
 WEB_THREADS = 8
+SERVE = ROOT / "seckill_site" / "serve.py"
 
 
-def web_server(server: str, app: str, port: int, workers: int, env: dict[str, str], log: str) -> Server:
-    """Start `app` (a WSGI "module:callable") under `server` on the port, in the
-    web group (the CPU accounting finds it by pid, whatever program it runs)."""
-    env = dict(env, GUNICORN_BIND=f"{HOST}:{port}", WEB_CONCURRENCY=str(workers))
+def _own_metrics_dir(env: dict[str, str], server: str, port: int) -> None:
+    """A fresh Prometheus multiprocess directory for a server started without
+    a launcher that picks one (gunicorn.conf.py and serve.py do)."""
+    metrics = ROOT / "var" / "prometheus" / f"{server}-{HOST}_{port}"
+    shutil.rmtree(metrics, ignore_errors=True)
+    metrics.mkdir(parents=True)
+    env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)
+
+
+def web_server(server: str, app: str, port: int, workers: int, env: dict[str, str], log: str,
+               threads: int | None = None) -> Server:
+    """Start `app` (a WSGI "module:callable") under `server` on the port with
+    `workers` processes, in the web group (the CPU accounting finds it and its
+    worker processes by pid). `threads` forces the request threads per process
+    (gunicorn's --threads, SECKILL_WEB_THREADS for serve.py); left None, each
+    launcher sizes them as deployed (WEB_THREADS for uWSGI, which has none)."""
+    bind = f"{HOST}:{port}"
+    # the launchers' settings: serve.py reads SECKILL_WEB_*, gunicorn.conf.py the same or GUNICORN_*
+    env = dict(env, SECKILL_WEB_BIND=bind, GUNICORN_BIND=bind, WEB_CONCURRENCY=str(workers))
+    forced = ["--threads", str(threads)] if threads else []
+    if threads:
+        env.update(SECKILL_WEB_THREADS=str(threads), GUNICORN_THREADS=str(threads))
+    threads = threads or WEB_THREADS
     if server == "gunicorn":
-        # gunicorn.conf.py reads the bind and workers above and picks the metrics directory.
-        args = [str(BIN / "gunicorn"), app]
-    elif server == "granian":
-        # No gunicorn.conf.py here: a fresh metrics directory of this server's own,
-        # as gunicorn.conf.py's on_starting gives gunicorn.
-        metrics = ROOT / "var" / "prometheus" / f"granian-{HOST}_{port}"
-        shutil.rmtree(metrics, ignore_errors=True)
-        metrics.mkdir(parents=True)
-        env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)
-        # The counterparts of gunicorn.conf.py's backlog, keepalive and graceful_timeout.
+        # the command line wins over gunicorn.conf.py, which sizes threads for its backlog
+        args = [str(BIN / "gunicorn"), app, *forced]
+    elif server == "granian" and SERVE.exists():
+        args = [str(BIN / "python"), "-m", "seckill_site.serve", app]
+    elif server in ("granian", "granian-cli"):
+        # The plain CLI (before the launcher existed, or to compare with it):
+        # the counterparts of gunicorn.conf.py's backlog, keepalive and graceful_timeout.
+        _own_metrics_dir(env, server, port)
         args = [str(BIN / "granian"), "--interface", "wsgi", "--workers", str(workers),
-                "--blocking-threads", str(WEB_THREADS), "--backlog", "2048", "--http1-keep-alive",
+                "--blocking-threads", str(threads), "--backlog", "2048", "--http1-keep-alive",
                 "--respawn-failed-workers", "--workers-kill-timeout", "10", "--no-access-log",
                 "--host", HOST, "--port", str(port), app]
+    elif server == "uwsgi":
+        if not (BIN / "uwsgi").exists():
+            raise SystemExit("no uWSGI in the virtualenv: pip install pyuwsgi (requirements-dev.txt)")
+        _own_metrics_dir(env, server, port)
+        # - http-socket: the workers parse HTTP themselves. A response with no
+        #   Content-Length (Django sets none) ends by closing the connection, so
+        #   there is no keep-alive: http11-socket closes the same way, and the
+        #   HTTP router that keeps it costs a process hop (and measured ~40 ms a
+        #   request here).
+        # - lazy-apps: the app is imported in each worker, after the fork, as
+        #   gunicorn and granian do: the group publisher's thread and the
+        #   connection pools start in the process that uses them.
+        # - die-on-term: SIGTERM stops uWSGI (by default it reloads).
+        # - harakiri, worker-reload-mercy: gunicorn.conf.py's timeout and
+        #   graceful_timeout; thunder-lock: one accept() at a time across workers.
+        args = [str(BIN / "uwsgi"), "--master", "--die-on-term", "--lazy-apps", "--need-app",
+                "--processes", str(workers), "--threads", str(threads), "--enable-threads",
+                "--http-socket", bind, "--listen", "1024", "--thunder-lock", "--harakiri", "30",
+                "--worker-reload-mercy", "10", "--disable-logging", "--pythonpath", str(ROOT), "--module", app]
     else:
         raise ValueError(f"unknown web server {server!r}; one of {', '.join(WEB_SERVERS)}")
     web = Server(args, env, log, group="web")
@@ -230,7 +271,7 @@ def web_server(server: str, app: str, port: int, workers: int, env: dict[str, st
 
 
 def start_web(port: int, workers: int, extra: dict[str, str] | None = None, log: str = "bench-web.log",
-              server: str = "gunicorn") -> Server:
+              server: str = DEFAULT_SERVER) -> Server:
     env = dict(os.environ, DATABASE_URL=f"mysql://{WEB_DB_USER}:@127.0.0.1:3306/{DB_NAME}", **(extra or {}))
     return web_server(server, "seckill_site.wsgi:application", port, workers, env, log)
 

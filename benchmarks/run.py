@@ -1,37 +1,45 @@
-"""The benchmark: real gunicorn + Celery worker + MariaDB/Redis/RabbitMQ on loopback.
+"""The benchmark: the real web tier (granian by default) + Celery worker +
+MariaDB/Redis/RabbitMQ on loopback.
 
-    bash scripts/bench [--quick] [--rounds N] [--phase-seconds S] [--server gunicorn|granian]
+    bash scripts/bench [--quick] [--rounds N] [--phase-seconds S] [--server granian|gunicorn|uwsgi]
 
---server granian runs the web tier (and the floor) under granian's WSGI
-interface instead of gunicorn, with the same worker and thread counts, to
-compare the two by measurement; gunicorn stays the default.
+--server picks the HTTP server of the web tier and of its floor: granian
+through the project's launcher (python -m seckill_site.serve, the default, as
+deployed), gunicorn (gunicorn.conf.py, the supported alternative) or uWSGI (to
+compare; harness.web_server says how it is set up), so the servers are
+compared by measurement on our app.
 
 The machine is shared and noisy, so every ratio is taken inside one round of
-interleaved phases (baseline, floor, selling, sold out, pay) and the rounds'
-ratios are reported as a median with their spread. Phases, each at the same
-concurrency:
+interleaved phases (baseline, floor, gunicorn floor, selling, sold out, pay)
+and the rounds' ratios are reported as a median with their spread. Phases,
+each at the same concurrency:
 
-  baseline  POST /api/v1/baseline: authenticates, throttles and validates like
-            POST orders, takes nothing
-  floor     a bare Django view (no DRF, no middleware, no authentication) on a
-            second server (the same program and settings): the framework's floor
-  selling   POST /api/v1/orders on a stock larger than the phase can sell
-  sold out  POST /api/v1/orders on a sold-out SKU
-  pay       pay (80 %) and cancel (20 %) of the orders the round's sale made
+  baseline        POST /api/v1/baseline: authenticates, throttles and validates
+                  like POST orders, takes nothing
+  floor           a bare Django view (no DRF, no middleware, no authentication)
+                  on a second server (the same program and settings): the
+                  framework's floor under this server
+  gunicorn floor  the same view under gunicorn 2 workers x 8 threads, as the
+                  web tier was deployed before issue 19: a fixed yardstick
+                  whatever --server is (gunicorn_floor_ratio)
+  selling         POST /api/v1/orders on a stock larger than the phase can sell
+  sold out        POST /api/v1/orders on a sold-out SKU
+  pay             pay (80 %) and cancel (20 %) of the orders the round's sale made
 
-The warm-up drives baseline, floor and sold out briefly with every load
-generator: wrk (benchmarks/wrk.py, when installed) and the asyncio client
+The warm-up drives baseline, floor, selling and sold out briefly with every
+load generator: wrk (benchmarks/wrk.py, when installed) and the asyncio client
 (benchmarks/loadgen.py) in one process or one per core, and prints what each
-reaches. Every ratio compares two phases, so they must share one generator; selling and
-pay need every response's body (the orders sold, their owners), which only the
-asyncio client keeps, so every phase runs on the asyncio client's better
-process count (measured on sold out). When wrk reaches clearly more on a
-phase, the line says so: the asyncio client, not the server, may be that
-phase's limit (moving selling and pay to wrk needs their 202 bodies from its
-Lua). Each phase line names its generator and the generator's CPU share of the
-machine, flagged when it is the limit. The CPU per request is counted
-by pid: the servers this run started and their descendants, whatever program
-they run; the generator (this process, wrk, the forked clients) on its own.
+reaches; a generator that is the limit reaches less. Every ratio compares two
+phases, so one generator drives them all: the one nearest the best on every
+phase. Under wrk the selling phase's Lua records the order id of every 202
+(the owners come from MySQL once confirmed) and pay walks the list of pays and
+cancels; every wrk phase ends with nothing in flight, so each order the server
+made has a 202 the benchmark read. Each phase line names its generator and
+the generator's CPU share of the machine, flagged when it is the limit. The
+CPU per request is counted by pid: the servers this run started and their
+descendants (the launcher's worker processes), whatever program they run; the
+shared stores by program name; the generator (this process, wrk and the forked
+clients, by the rusage of their reaping) on its own.
 
 then, once: the whole sale (demand 20x the stock) through the gate and through
 the naive MySQL-only path; the backlog (the worker stopped during a 20 000-unit
@@ -63,6 +71,13 @@ harness.configure(db_name=DB_NAME, redis_db=5, queue="seckill-bench", web_db_use
 from benchmarks import loadgen, wrk  # noqa: E402
 
 CPU_KEYS = ("web", "worker", "mariadb", "redis", "rabbitmq")
+# The phases of a round, in the order they run.
+PHASES = ("baseline", "floor", "gunicorn floor", "selling", "sold out", "pay")
+# The stores are shared with whatever else runs on the machine (the tests,
+# other stacks): in a floor phase no request touches them, so what they use
+# then is someone else's (or our worker's and beat's idle work), and
+# cpu_ms_selling_net takes that rate off.
+STORE_KEYS = ("mariadb", "redis", "rabbitmq")
 CORES = os.cpu_count() or 1
 # Above this share of the machine the load generator, not the server, sets the pace.
 LOADGEN_LIMIT = 0.4
@@ -71,105 +86,195 @@ LOADGEN_LIMIT = 0.4
 # --- phases ---------------------------------------------------------------------------
 
 class Phase:
-    def __init__(self, name: str, s: dict, cpu: dict[str, float], seconds: float, generator: str, results=None):
-        self.name, self.results, self.generator = name, results, generator
-        self.rps, self.p50, self.p99 = s["rps"], s["p50_ms"], s["p99_ms"]
-        self.statuses, self.requests = s["by_status"], s["requests"]
+    def __init__(self, name: str, s: dict, cpu: dict[str, float], seconds: float, generator: str,
+                 accepted: set[str] | None = None, owned: list[tuple[str, str]] | None = None,
+                 last_ok: float | None = None):
+        self.name, self.generator = name, generator
+        # the order ids of the 202s, their owners' tokens (None: ask MySQL) and
+        # when the last 202 came, for a phase that sells
+        self.accepted, self.owned, self.last_ok = accepted, owned, last_ok
+        self.p50, self.p99 = s["p50_ms"], s["p99_ms"]
+        self.statuses = s["by_status"]
+        # Requests the web tier refused (503: its bounded backlog was full) or
+        # never answered (0) are not clicks served: the rate and the CPU per
+        # request count only the rest, so what a refusal costs is charged to
+        # the clicks served.
+        self.shed = self.statuses.get(503, 0)
+        self.requests = s["requests"] - self.shed - self.statuses.get(0, 0)
+        self.rps = served_rps(s)
         n = max(1, self.requests)
         self.cpu_ms = {k: 1000 * cpu[k] / n for k in CPU_KEYS}
+        self.cpu_s, self.seconds = cpu, seconds
         # the generator's CPU seconds over the machine's (phase seconds x cores)
         self.loadgen_share = cpu["loadgen"] / max(1e-9, seconds * CORES)
+
+    @property
+    def cpu_ms_all(self) -> float:
+        return sum(self.cpu_ms.values())
+
+    def stores_per_s(self) -> float:
+        """The shared stores' CPU seconds per second in this phase."""
+        return sum(self.cpu_s[k] for k in STORE_KEYS) / max(1e-9, self.seconds)
+
+    def cpu_ms_net(self, background_per_s: float) -> float:
+        """cpu_ms_all less the shared stores' CPU other clients caused in this
+        phase at `background_per_s` (never below what our own servers used)."""
+        own = sum(self.cpu_s[k] for k in CPU_KEYS if k not in STORE_KEYS)
+        stores = max(0.0, sum(self.cpu_s[k] for k in STORE_KEYS) - background_per_s * self.seconds)
+        return 1000 * (own + stores) / max(1, self.requests)
 
     def line(self) -> str:
         cpu = ", ".join(f"{k} {v:.2f}" for k, v in self.cpu_ms.items())
         limit = "  !! load generator is the limit" if self.loadgen_share > LOADGEN_LIMIT else ""
-        return (f"{self.name:<10} {self.rps:7.0f} req/s  p50 {self.p50:6.1f} ms  p99 {self.p99:6.1f} ms  "
+        if self.shed:
+            limit += f"  !! {self.shed} refused 503 (the backlog was full)"
+        return (f"{self.name:<14} {self.rps:7.0f} req/s  p50 {self.p50:6.1f} ms  p99 {self.p99:6.1f} ms  "
                 f"CPU ms/req: {cpu}  {dict(self.statuses)}  [{self.generator}, loadgen CPU "
                 f"{self.loadgen_share:.0%} of the machine]{limit}")
 
 
 class Load:
     """One phase's requests, for either generator: `make` for the asyncio
-    client, `wrk_args` (path, tokens, body, key prefix) for wrk, or None when
-    the phase needs every response's body or a fixed list of requests."""
+    client; for wrk either `wrk_args` (path, tokens, body, key prefix: posts
+    for a duration) or `jobs` (a fixed list of (method, path, token), each sent
+    once; the asyncio client sends the same list through `make`). `record`: the
+    phase sells, its 202s' order ids are kept (and with the asyncio client the
+    token behind each, in `shared`)."""
 
-    def __init__(self, make, wrk_args: dict | None = None, shared: dict | None = None):
-        self.make, self.wrk_args, self.shared = make, wrk_args, shared
+    def __init__(self, make, wrk_args: dict | None = None, shared: dict | None = None,
+                 jobs: list[tuple[str, str, str]] | None = None, record: bool = False):
+        self.make, self.wrk_args, self.shared, self.jobs, self.record = make, wrk_args, shared, jobs, record
 
 
-def order_load(path: str, tokens: list[str], sku_id: str, *, key_prefix: str, used: dict | None = None,
+def order_load(path: str, tokens: list[str], sku_id: str, *, key_prefix: str, record: bool = False,
                seed: int = 7) -> Load:
     body = json.dumps({"sku_id": sku_id, "quantity": 1}).encode()
+    used: dict[int, str] | None = {} if record else None
     return Load(order_requests(path, tokens, sku_id, used, seed=seed, key_prefix=key_prefix),
-                None if used is not None else
-                {"path": path, "tokens": tokens, "body": body, "key_prefix": key_prefix}, shared=used)
+                {"path": path, "tokens": tokens, "body": body, "key_prefix": key_prefix}, shared=used, record=record)
 
 
-def drive(gen: str, port: int, load: Load, *, concurrency: int, seconds: float,
-          total: int | None = None) -> tuple[dict, list | None]:
+# Below this many jobs the asyncio client sends the list (wrk needs a share
+# per thread and a run long enough to be ended).
+WRK_MIN_JOBS = 200
+
+
+def drive(gen: str, port: int, load: Load, *, concurrency: int, seconds: float) -> tuple[dict, dict]:
     """Run the load with the generator `gen` ("wrk" or "asyncio xN"); the
-    figures, and the results when the asyncio client ran."""
-    if gen == "wrk" and load.wrk_args and total is None:
+    figures, and what it sold as Phase's accepted, owned and last_ok (empty
+    unless the load records its sale)."""
+    sold: dict = {}
+    if gen == "wrk" and not WRK_FAILED and (load.wrk_args or (load.jobs and len(load.jobs) >= WRK_MIN_JOBS)):
         try:
-            return wrk.run(host=HOST, port=port, concurrency=concurrency, seconds=seconds,
-                           **load.wrk_args), None
+            if load.jobs is not None:
+                s = wrk.run_jobs(host=HOST, port=port, jobs=load.jobs, concurrency=concurrency, timeout_s=30)
+            else:
+                s = wrk.run(host=HOST, port=port, concurrency=concurrency, seconds=seconds, record=load.record,
+                            **load.wrk_args)
+            if load.record:
+                # wrk reads each answer in its Lua, which cannot tell which
+                # connection (so which token) it belongs to: the owners come
+                # from MySQL once the orders are there (owners_from_mysql)
+                sold = {"accepted": set(s.pop("order_ids")), "owned": None, "last_ok": time.perf_counter()}
+            return s, sold
         except (OSError, RuntimeError) as exc:
             say(f"    wrk failed ({exc}); the asyncio client drives from now on")
             WRK_FAILED.append(exc)
     procs = int(gen.split("x")[1]) if gen.startswith("asyncio x") else ASYNC_PROCS[0]
+    total = len(load.jobs) if load.jobs is not None else None
     results = loadgen.run_procs(processes=procs, host=HOST, port=port, concurrency=concurrency,
-                                make_request=load.make, duration_s=None if total else seconds,
+                                make_request=load.make, duration_s=None if total is not None else seconds,
                                 total_requests=total, timeout_s=30, shared=load.shared)
-    return loadgen.summarize(results), results
+    refused = next((r.body for r in results if r.status == 503), None)
+    if refused is not None and not SHOWN_503:
+        SHOWN_503.append(refused)
+        say(f"    (the body of the first 503: {refused[:200]!r})")
+    if load.record:
+        sold = {"accepted": accepted_ids(results), "owned": owned_orders(results, load.shared),
+                "last_ok": max((x.finished for x in results if x.status == 202), default=time.perf_counter())}
+    return loadgen.summarize(results), sold
 
 
-# The generator each phase uses, chosen by measurement (choose_generators);
-# a phase not in it (or every phase, after wrk failed) uses the asyncio client
-# in ASYNC_PROCS processes.
-GENERATORS: dict[str, str] = {}
+# The generator every phase uses, chosen by measurement (choose_generators):
+# "wrk" or "asyncio xN"; after wrk failed, the asyncio client in ASYNC_PROCS
+# processes.
+GENERATOR = ["asyncio x1"]
+# Scores closer than this count as a tie, which wrk takes (choose_generators).
+GENERATOR_TIE = 0.05
 ASYNC_PROCS = [1]
 WRK_FAILED: list[Exception] = []
+SHOWN_503: list[bytes] = []
 
 
-def run_phase(name: str, port: int, load: Load, *, concurrency: int, seconds: float,
-              total: int | None = None) -> Phase:
-    gen = GENERATORS.get(name) if load.wrk_args and total is None else None
-    if not gen or (gen == "wrk" and WRK_FAILED):
-        gen = f"asyncio x{ASYNC_PROCS[0]}"
+def served_rps(s: dict) -> float:
+    """Answers per second, without the refusals (503) and the unanswered (0)."""
+    served = s["requests"] - s["by_status"].get(503, 0) - s["by_status"].get(0, 0)
+    return served / s["window_s"] if s["window_s"] else 0.0
+
+
+def generator_name(load: Load) -> str:
+    if GENERATOR[0] == "wrk" and not WRK_FAILED and (
+            load.wrk_args or (load.jobs and len(load.jobs) >= WRK_MIN_JOBS)):
+        return "wrk"
+    return f"asyncio x{ASYNC_PROCS[0]}"
+
+
+def run_phase(name: str, port: int, load: Load, *, concurrency: int, seconds: float) -> Phase:
+    gen = generator_name(load)
     cpu0, t0 = cpu_seconds(), time.perf_counter()
-    s, results = drive(gen, port, load, concurrency=concurrency, seconds=seconds, total=total)
-    if results is not None and gen == "wrk":  # wrk failed just now
-        gen = f"asyncio x{ASYNC_PROCS[0]}"
-    return Phase(name, s, cpu_delta(cpu0), time.perf_counter() - t0, gen, results)
+    s, sold = drive(gen, port, load, concurrency=concurrency, seconds=seconds)
+    return Phase(name, s, cpu_delta(cpu0), time.perf_counter() - t0, generator_name(load), **sold)
 
 
-def choose_generators(loads: dict[str, tuple[int, Load]], concurrency: int, seconds: float = 2) -> None:
-    """Drive each phase briefly with every generator and keep the one that
-    reaches the higher rate (a generator that is the limit reaches less): wrk,
-    the asyncio client in one process, in one per core. The phases that need
-    the asyncio client get its better process count, measured on sold out."""
+def choose_generators(loads: dict[str, tuple[int, Load]], concurrency: int, seconds: float = 2,
+                      sold: set[str] | None = None, passes: int = 2) -> None:
+    """Drive each phase briefly with every generator (wrk, the asyncio client
+    in one process, in one per core) and print what each reaches: a generator
+    that is the limit reaches less. Each gets `passes` tries, in alternating
+    order, and keeps its best (a shared machine's stalls only ever lower a
+    rate). The ratios compare phases, so one generator drives them all: the
+    one nearest the best on every phase (the highest sum of its rate over the
+    phase's best; wrk on a tie); the asyncio client's better process count is
+    kept for a fall-back. `sold` collects the order ids a selling load's trials accepted."""
     options = ["asyncio x1"] + ([f"asyncio x{CORES}"] if CORES > 1 else []) + (["wrk"] if wrk.available() else [])
+    score = dict.fromkeys(options, 0.0)
     for name, (port, load) in loads.items():
-        rates = {}
-        for gen in options:
-            if gen == "wrk" and WRK_FAILED:
-                continue
-            s, _ = drive(gen, port, load, concurrency=concurrency, seconds=seconds)
-            rates[gen] = s["rps"]
-            if gen == "wrk" and WRK_FAILED:
-                del rates[gen]  # it fell back: that figure was the asyncio client's
+        rates: dict[str, float] = {}
+        for n in range(passes):
+            for gen in options if n % 2 == 0 else options[::-1]:
+                if gen == "wrk" and WRK_FAILED:
+                    continue
+                failed = len(WRK_FAILED)
+                s, got = drive(gen, port, load, concurrency=concurrency, seconds=seconds)
+                if got and sold is not None:
+                    sold |= got["accepted"]
+                if len(WRK_FAILED) == failed:  # else it fell back: that figure was the asyncio client's
+                    rates[gen] = max(rates.get(gen, 0.0), served_rps(s))
         best = max(rates, key=rates.get)
+        for gen, rate in rates.items():
+            score[gen] += rate / max(1e-9, rates[best])
         say(f"    generator for {name:<9}: " + ", ".join(f"{g} {r:.0f} req/s" for g, r in rates.items())
-            + f" (highest: {best})")
+            + f" (best of {passes}; highest: {best})")
         asyncs = {g: r for g, r in rates.items() if g.startswith("asyncio")}
         if "wrk" in rates and rates["wrk"] > 1.15 * max(asyncs.values()):
             say(f"    !! wrk reaches {rates['wrk'] / max(asyncs.values()):.2f}x the asyncio client on {name}: "
-                "the client may be that phase's limit")
-        if name == "sold out":
-            ASYNC_PROCS[0] = int(max(asyncs, key=asyncs.get).split("x")[1])
-    # The ratios compare phases: one generator drives them all (selling and pay need the bodies).
-    GENERATORS.clear()
-    say(f"    every phase: asyncio x{ASYNC_PROCS[0]} (ratios compare phases driven alike)")
+                "the client would be that phase's limit")
+        if "wrk" in rates and max(asyncs.values()) > 1.15 * rates["wrk"]:
+            say(f"    !! the asyncio client reaches {max(asyncs.values()) / rates['wrk']:.2f}x wrk on {name}")
+    if WRK_FAILED:
+        score.pop("wrk", None)
+    chosen = max(score, key=score.get)
+    # Within the noise of a shared machine, wrk: it takes the least CPU from the
+    # servers' two cores, and the same generator run after run compares better.
+    tie = chosen != "wrk" and score.get("wrk", 0.0) >= (1 - GENERATOR_TIE) * score[chosen]
+    if tie:
+        chosen = "wrk"
+    asyncs = {g: v for g, v in score.items() if g.startswith("asyncio")}
+    ASYNC_PROCS[0] = int((chosen if chosen in asyncs else max(asyncs, key=asyncs.get)).split("x")[1])
+    GENERATOR[0] = chosen
+    say(f"    every phase: {chosen} (ratios compare phases driven alike; score, the sum over the phases "
+        "of the rate / the phase's best: " + ", ".join(f"{g} {v:.2f}" for g, v in score.items())
+        + (f"; wrk within {GENERATOR_TIE:.0%} of the best" if tie else "") + ")")
 
 
 def floor_requests(tokens: list[str], key_prefix: str = "floor") -> Load:
@@ -183,16 +288,32 @@ def floor_requests(tokens: list[str], key_prefix: str = "floor") -> Load:
     return Load(make, {"path": "/floor", "tokens": tokens, "body": body, "key_prefix": key_prefix})
 
 
-def pay_requests(owned: list[tuple[str, str]], seed: int):
+def pay_load(owned: list[tuple[str, str]], seed: int) -> Load:
     """Pay 80 %, cancel 20 % of the orders (order id, owner's token)."""
     rnd = random.Random(seed)
-    jobs = [("pay" if rnd.random() < 0.8 else "cancel", oid, tok) for oid, tok in owned]
+    jobs = [("POST", f"/api/v1/orders/{oid}/{'pay' if rnd.random() < 0.8 else 'cancel'}", tok) for oid, tok in owned]
 
     def make(i: int):
-        kind, order_id, token = jobs[i]
-        return ("POST", f"/api/v1/orders/{order_id}/{kind}", {"Authorization": f"Token {token}"}, b"")
+        method, path, token = jobs[i]
+        return (method, path, {"Authorization": f"Token {token}"}, b"")
 
-    return make, jobs
+    return Load(make, jobs=jobs)
+
+
+def tokens_by_user(tokens: list[str]) -> dict[int, str]:
+    from rest_framework.authtoken.models import Token
+
+    return dict(Token.objects.filter(key__in=tokens).values_list("user_id", "key"))
+
+
+def owners_from_mysql(sku_id: str, accepted: set[str], token_of: dict[int, str]) -> list[tuple[str, str]]:
+    """(order id, owner's token) of the accepted orders MySQL holds (all of
+    them once every acceptance is confirmed; one missing is a lost order, which
+    the consistency check reports)."""
+    from orders.models import Order
+
+    rows = Order.objects.filter(sku_id=sku_id).values_list("order_id", "user_id").order_by("order_id")
+    return [(oid, token_of[uid]) for oid, uid in rows if oid in accepted]
 
 
 def wait_locked(sku_id: str, units: int, timeout: float = 120) -> float | None:
@@ -209,7 +330,7 @@ def wait_locked(sku_id: str, units: int, timeout: float = 120) -> float | None:
     return None
 
 
-def owned_orders(results, used: dict[int, str]) -> list[tuple[str, str]]:
+def owned_orders(results, used: dict[int, str] | None) -> list[tuple[str, str]]:
     return [(json.loads(r.body)["order_id"], used[r.index]) for r in results if r.status == 202]
 
 
@@ -290,8 +411,12 @@ def main() -> int:
     ap.add_argument("--phase-seconds", type=float, default=None)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--web-workers", type=int, default=int(os.environ.get("WEB_CONCURRENCY", "2")))
-    ap.add_argument("--server", choices=harness.WEB_SERVERS, default="gunicorn",
-                    help="the HTTP server of the web tier and the floor (default gunicorn, as deployed)")
+    ap.add_argument("--server", choices=harness.WEB_SERVERS, default=harness.DEFAULT_SERVER,
+                    help=f"the HTTP server of the web tier and the floor (default {harness.DEFAULT_SERVER}, "
+                         "as deployed)")
+    ap.add_argument("--web-queue", type=int, default=None,
+                    help="requests that may wait for a slot per web process (SECKILL_WEB_QUEUE; default: the "
+                         "deployment's, seckill_site/webserver.py)")
     ap.add_argument("--buyers", type=int, default=2000)
     ap.add_argument("--backlog", type=int, default=None, help="units sold while the worker is down")
     ap.add_argument("--skip", default="", help="comma-separated: whole, backlog")
@@ -306,18 +431,29 @@ def main() -> int:
     say(f"setting up a fresh database {DB_NAME}, Redis db 5 and queue seckill-bench ...")
     harness.fresh_stores()
     tokens = harness.make_buyers(args.buyers)
+    token_of = tokens_by_user(tokens)
     port, floor_port = 18000 + random.randint(0, 499), 18500 + random.randint(0, 499)
+    gfloor_port = 19000 + random.randint(0, 499)
     worker = harness.start_worker()
     beat = harness.start_beat()
-    web = harness.start_web(port, args.web_workers, server=args.server)
-    server_name = Path(web.args[0]).name  # the program the web tier runs, whatever it is
+    # The web tier runs the deployment's bounded backlog (seckill_site/webserver.py:
+    # SECKILL_WEB_THREADS requests run per process, SECKILL_WEB_QUEUE more wait)
+    # unless --web-queue says otherwise; every 503 it sheds is counted (shed=).
+    from seckill_site import webserver
+
+    queue = args.web_queue if args.web_queue is not None else webserver.QUEUE
+    web = harness.start_web(port, args.web_workers, server=args.server, extra={"SECKILL_WEB_QUEUE": str(queue)})
     # The floor runs under the same server as the site: floor_ratio compares like with like.
     floor = harness.web_server(args.server, "benchmarks.floor:application", floor_port, args.web_workers,
                                dict(os.environ), "bench-floor.log")
+    # A fixed yardstick whatever the server: the bare view under gunicorn as it
+    # was deployed before issue 19, 2 workers x 8 threads (gunicorn_floor_ratio).
+    gfloor = harness.web_server("gunicorn", "benchmarks.floor:application", gfloor_port, 2, dict(os.environ),
+                                "bench-gfloor.log", threads=8)
     summary: dict[str, float] = {}
     checks: list[dict] = []
     sale_skus: list[tuple[str, int, set[str]]] = []
-    rows: dict[str, list[Phase]] = {k: [] for k in ("baseline", "floor", "selling", "sold out", "pay")}
+    rows: dict[str, list[Phase]] = {k: [] for k in PHASES}
     lags: list[float] = []
     statements = clicks = 0
     try:
@@ -327,40 +463,45 @@ def main() -> int:
                     make_request=order_requests("/api/v1/orders", tokens, out, key_prefix="sell-out"))
         # the warm-up (token records, code paths) measures the generators, too
         say("\n[0] the load generator per phase, by measurement")
+        warm_sale = harness.new_sku(10 ** 6, limit=10 ** 6)
+        warm_sold: set[str] = set()
         choose_generators({
             "baseline": (port, order_load("/api/v1/baseline", tokens, warm, key_prefix="warm-b")),
             "floor": (floor_port, floor_requests(tokens, key_prefix="warm-f")),
+            "selling": (port, order_load("/api/v1/orders", tokens, warm_sale, key_prefix="warm-s", record=True)),
             "sold out": (port, order_load("/api/v1/orders", tokens, out, key_prefix="warm-o")),
-        }, c)
+        }, c, sold=warm_sold)
+        sale_skus.append((warm_sale, 10 ** 6, warm_sold))
 
         say(f"\n[1] {rounds} interleaved rounds of {secs:.0f} s phases, {c} connections, "
-            f"{args.web_workers} web processes")
+            f"{args.web_workers} web processes ({args.server}, {webserver.SLOTS} requests running and up to "
+            f"{queue} waiting each)")
         for r in range(rounds):
             progress(f"round {r + 1}/{rounds}")
             rows["baseline"].append(run_phase("baseline", port, order_load(
                 "/api/v1/baseline", tokens, warm, key_prefix=f"b{r}"), concurrency=c, seconds=secs))
             rows["floor"].append(run_phase("floor", floor_port, floor_requests(tokens, key_prefix=f"f{r}"),
                                            concurrency=c, seconds=secs))
+            rows["gunicorn floor"].append(run_phase(
+                "gunicorn floor", gfloor_port, floor_requests(tokens, key_prefix=f"g{r}"), concurrency=c, seconds=secs))
             stock = 10 ** 5
             sku = harness.new_sku(stock, limit=10 ** 6)
-            used: dict[int, str] = {}
             before = harness.web_statements()
-            sell = run_phase("selling", port, order_load("/api/v1/orders", tokens, sku, used=used, seed=r,
+            sell = run_phase("selling", port, order_load("/api/v1/orders", tokens, sku, record=True, seed=r,
                                                          key_prefix=f"s{r}"), concurrency=c, seconds=secs)
             rows["selling"].append(sell)
-            last_ok = max((x.finished for x in sell.results if x.status == 202), default=time.perf_counter())
-            accepted = accepted_ids(sell.results)
+            accepted = sell.accepted
             done = wait_locked(sku, len(accepted))
-            lags.append((done - last_ok) if done else float("nan"))
+            lags.append((done - sell.last_ok) if done else float("nan"))
+            owned = sell.owned if sell.owned is not None else owners_from_mysql(sku, accepted, token_of)
             soldout = run_phase("sold out", port, order_load("/api/v1/orders", tokens, out, key_prefix=f"o{r}"),
                                 concurrency=c, seconds=secs)
             rows["sold out"].append(soldout)
             statements += harness.web_statements() - before
             clicks += sell.requests + soldout.requests
-            make, jobs = pay_requests(owned_orders(sell.results, used), seed=r)
-            rows["pay"].append(run_phase("pay", port, Load(make), concurrency=c, seconds=secs, total=len(jobs)))
+            rows["pay"].append(run_phase("pay", port, pay_load(owned, seed=r), concurrency=c, seconds=secs))
             sale_skus.append((sku, stock, accepted))
-            for name in ("baseline", "floor", "selling", "sold out", "pay"):
+            for name in PHASES:
                 say(f"    r{r + 1} " + rows[name][-1].line())
 
         def ratios(a: str, b: str, field: str = "rps") -> list[float]:
@@ -373,8 +514,16 @@ def main() -> int:
             "pay_ratio": ratios("pay", "baseline"),
             "pay_p99_ratio": ratios("pay", "baseline", "p99"),
             "soldout_p99_ratio": ratios("sold out", "baseline", "p99"),
+            "gunicorn_floor_ratio": ratios("sold out", "gunicorn floor"),
+            # CPU ms per request: the web tier's, and every server's on the selling click
+            "web_ms_soldout": [p.cpu_ms["web"] for p in rows["sold out"]],
+            "web_ms_selling": [p.cpu_ms["web"] for p in rows["selling"]],
+            "web_ms_pay": [p.cpu_ms["web"] for p in rows["pay"]],
+            "cpu_ms_selling": [p.cpu_ms_all for p in rows["selling"]],
+            "cpu_ms_selling_net": [sell.cpu_ms_net(min(f.stores_per_s(), g.stores_per_s()))
+                                   for sell, f, g in zip(rows["selling"], rows["floor"], rows["gunicorn floor"])],
         }
-        say("\n    ratio                median   (min - max over the rounds)")
+        say("\n    ratio / CPU ms       median   (min - max over the rounds)")
         for k, v in spread.items():
             m, lo, hi = median_spread(v)
             summary[k] = m
@@ -383,14 +532,25 @@ def main() -> int:
             cpu = {k: statistics.median(p.cpu_ms[k] for p in rows[name]) for k in CPU_KEYS}
             share = max(p.loadgen_share for p in rows[name])
             gens = "/".join(sorted({p.generator for p in rows[name]}))
-            say(f"    CPU ms/request, {name:<9}: " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
+            say(f"    CPU ms/request, {name:<14}: " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items())
+                + f", all {statistics.median(p.cpu_ms_all for p in rows[name]):.2f}"
                 + f"  | loadgen ({gens}) up to {share:.0%} of the machine"
                 + ("  !! load generator is the limit" if share > LOADGEN_LIMIT else ""))
         summary["loadgen_cpu_share"] = max(p.loadgen_share for ps in rows.values() for p in ps)
+        summary["shed"] = sum(p.shed for ps in rows.values() for p in ps)
+        if summary["shed"]:
+            say(f"    !! {summary['shed']:.0f} requests of the phases were refused 503 (a backlog full at "
+                f"{c} connections): the rates and CPU figures count only the requests served")
+        say("    the stores' CPU while no request touched them (floor phases: the shared servers' other "
+            "clients, our worker's and beat's idle work): "
+            + ", ".join(f"{min(f.stores_per_s(), g.stores_per_s()) * 1000:.0f}"
+                        for f, g in zip(rows["floor"], rows["gunicorn floor"]))
+            + " CPU-ms/s by round; cpu_ms_selling_net takes it off cpu_ms_selling")
         say(f"    (loadgen CPU share: the generator's CPU seconds / (phase seconds x {CORES} cores); "
             f"above {LOADGEN_LIMIT:.0%} it is the limit)")
         summary["floor_rps"] = statistics.median(p.rps for p in rows["floor"])
         summary["baseline_rps"] = statistics.median(p.rps for p in rows["baseline"])
+        summary["gunicorn_floor_rps"] = statistics.median(p.rps for p in rows["gunicorn floor"])
         summary["confirm_lag_s"] = max(lags)
         summary["mysql_per_click"] = statements / max(1, clicks)
         say(f"    confirm lag (last acceptance -> all confirmed): {', '.join(f'{x:.2f}' for x in lags)} s")
@@ -411,7 +571,9 @@ def main() -> int:
             nres = loadgen.run(host=HOST, port=port, concurrency=c, total_requests=demand, timeout_s=60,
                                make_request=order_requests("/api/v1/bench/mysql-orders", tokens, nsku))
             naive_s = max(x.finished for x in nres) - t0
-            say(f"    gate {gate_s:.2f} s (until all confirmed), mysql-only {naive_s:.2f} s")
+            refused = sum(1 for x in gres + nres if x.status == 503)
+            say(f"    gate {gate_s:.2f} s (until all confirmed), mysql-only {naive_s:.2f} s"
+                + (f"  !! {refused} refused 503" if refused else ""))
             summary["gate_vs_mysql"] = naive_s / gate_s
             sale_skus.append((gsku, whole_stock, gaccepted))
             checks.append(check_sku(nsku, whole_stock, accepted_ids(nres), gate=False))
@@ -446,7 +608,7 @@ def main() -> int:
         for sku_id, stock, accepted in sale_skus:
             checks.append(check_sku(sku_id, stock, accepted, gate=True))
     finally:
-        for server in (web, floor, worker, beat):
+        for server in (web, floor, gfloor, worker, beat):
             server.stop()
 
     for ch in checks:
@@ -454,17 +616,24 @@ def main() -> int:
     oversold = sum(ch["oversold"] for ch in checks)
     lost = sum(ch["lost"] for ch in checks)
     ok = all(ch["ok"] for ch in checks) and oversold == 0 and lost == 0
+    # floor_ratio, selling_ratio and pay_ratio are printed, not targets: against
+    # a fast server's own floor and baseline they are bounded by our code's CPU,
+    # which the CPU targets below measure directly (issue 19)
     targets = {
         "soldout_ratio>=0.85": summary["soldout_ratio"] >= 0.85,
-        "selling_ratio>=0.6": summary["selling_ratio"] >= 0.6,
-        "pay_ratio>=0.5": summary["pay_ratio"] >= 0.5,
         "pay_p99_ratio<=2": summary["pay_p99_ratio"] <= 2,
-        "floor_ratio>=0.5": summary["floor_ratio"] >= 0.5,
         "gate_vs_mysql>=2": summary.get("gate_vs_mysql", 0) >= 2,
         "mysql_per_click==0": summary["mysql_per_click"] == 0,
         "drain_rate>=5000": summary.get("drain_rate", 0) >= 5000,
+        "web_ms_soldout<=0.35": summary["web_ms_soldout"] <= 0.35,
+        "web_ms_selling<=0.6": summary["web_ms_selling"] <= 0.6,
+        "cpu_ms_selling<=1.1": summary["cpu_ms_selling"] <= 1.1,
+        "web_ms_pay<=0.5": summary["web_ms_pay"] <= 0.5,
+        "gunicorn_floor_ratio>=0.7": summary["gunicorn_floor_ratio"] >= 0.7,
     }
     say("    targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in targets.items()))
+    # what drove the phases ("asyncio x2" -> "asyncio-x2": one token per value)
+    generators = "+".join(sorted({p.generator.replace(" ", "-") for ps in rows.values() for p in ps}))
     say(f"\nbaseline_rps={summary['baseline_rps']:.0f} soldout_p99_ratio={summary['soldout_p99_ratio']:.2f} "
         f"rounds={rounds}")
     say(
@@ -474,7 +643,12 @@ def main() -> int:
         f"pay_p99_ratio={summary['pay_p99_ratio']:.2f} floor_rps={summary['floor_rps']:.0f} "
         f"floor_ratio={summary['floor_ratio']:.2f} drain_rate={summary.get('drain_rate', 0):.0f} "
         f"oversold={oversold} lost={lost} verdict={'ok' if ok else 'FAIL'} "
-        f"server={server_name} loadgen_cpu_share={summary['loadgen_cpu_share']:.2f}"
+        f"server={args.server} loadgen_cpu_share={summary['loadgen_cpu_share']:.2f} "
+        f"web_ms_soldout={summary['web_ms_soldout']:.2f} web_ms_selling={summary['web_ms_selling']:.2f} "
+        f"web_ms_pay={summary['web_ms_pay']:.2f} cpu_ms_selling={summary['cpu_ms_selling']:.2f} "
+        f"cpu_ms_selling_net={summary['cpu_ms_selling_net']:.2f} "
+        f"gunicorn_floor_ratio={summary['gunicorn_floor_ratio']:.2f} "
+        f"gunicorn_floor_rps={summary['gunicorn_floor_rps']:.0f} generator={generators} shed={summary['shed']:.0f}"
     )
     return 0 if ok else 1
 
