@@ -32,7 +32,7 @@ WORKERS = _int("WEB_CONCURRENCY", multiprocessing.cpu_count(), 1)
 
 # The bounded backlog of each worker process (core.admission): SLOTS requests
 # run at once, QUEUE more may wait up to QUEUE_WAIT_S, the rest are answered 503.
-SLOTS = _int("SECKILL_WEB_THREADS", int(os.environ.get("GUNICORN_THREADS") or 8), 1)
+SLOTS = _int("SECKILL_WEB_THREADS", int(os.environ.get("GUNICORN_THREADS") or 32), 1)
 QUEUE = _int("SECKILL_WEB_QUEUE", 64)
 QUEUE_WAIT_S = _int("SECKILL_WEB_QUEUE_WAIT_MS", 2000) / 1000
 # Threads beyond the gate's slots and queue: a refusal and the health probe
