@@ -17,6 +17,8 @@ What this adds to the plain `granian` command:
   exits when a worker it respawned dies again within 5.5 s, which would turn
   two kills in a row into a web tier that is gone; here it waits a second and
   replaces it again;
+- a worker whose main process was killed outright stops (the kernel tells
+  it), instead of serving on with nobody to replace or stop it;
 - threads sized for the bounded backlog (core.admission), so the excess is
   answered 503 by the process rather than queued where nothing sees it.
 """
@@ -33,6 +35,7 @@ DEFAULT_TARGET = "seckill_site.wsgi:application"
 # Two deaths of one worker closer than this are a crash loop: slow it down.
 CRASH_LOOP_S = 5.5
 CRASH_LOOP_PAUSE_S = 1.0
+MAIN_PID_VARIABLE = "SECKILL_WEB_MAIN_PID"
 
 logger = logging.getLogger("_granian")  # granian's own: configured by it, printed with its lines
 
@@ -119,10 +122,33 @@ def build(target: str = DEFAULT_TARGET):
     return server
 
 
+def load_in_worker(target: str):
+    """granian's loader of the WSGI callable, run in each worker process once
+    it exists: first tie the worker's life to the main process. Killed outright
+    (SIGKILL, an OOM kill), the main process runs no shutdown, and its workers
+    would go on serving on the inherited socket with nobody to replace them or
+    stop them, holding the port against the next start; gunicorn's workers exit
+    when their parent changes. Here the kernel sends the worker SIGTERM (a
+    graceful stop) when the main process dies."""
+    import ctypes
+    import os
+    import signal
+
+    from granian._internal import load_target
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(os.environ.get(MAIN_PID_VARIABLE, os.getppid())):
+        sys.exit(1)  # the main process died before the line above: nobody would tell us
+    return load_target(target)
+
+
 def main(argv: list[str]) -> None:
     if len(argv) > 1 or (argv and argv[0].startswith("-")):
         sys.exit(__doc__)
-    build(argv[0] if argv else DEFAULT_TARGET).serve()
+    import os
+
+    os.environ[MAIN_PID_VARIABLE] = str(os.getpid())  # inherited by every worker forked
+    build(argv[0] if argv else DEFAULT_TARGET).serve(target_loader=load_in_worker)
 
 
 if __name__ == "__main__":

@@ -321,3 +321,36 @@ def test_mysql_connections_follow_the_requests_running_not_the_threads(server, p
     # would reach 30; lent ones stay at the slots (the health probe and a
     # refusal use none; a little slack for a request between give and take).
     assert 1 <= peak[0] <= slots + 2, peak[0]
+
+
+def test_the_workers_stop_when_the_main_process_is_killed_and_the_port_is_free_again(process_env):
+    """SIGKILL of the launcher's main process runs no shutdown: the kernel
+    stops its workers, so nothing serves on unmanaged and the next start gets
+    the port."""
+    web = start_web(process_env, name="web-orphans", workers=2)
+    port = web.port
+    try:
+        wait_until(lambda: len(web_workers(web)) == 2, timeout=30, what="both workers forked")
+        workers = web_workers(web)
+        os.kill(web.popen.pid, signal.SIGKILL)
+        web.popen.wait(timeout=10)
+
+        def gone() -> bool:
+            alive = []
+            for pid in workers:
+                try:
+                    os.kill(pid, 0)
+                    alive.append(pid)
+                except ProcessLookupError:
+                    pass
+            return not alive
+
+        wait_until(gone, timeout=20, what="the orphaned workers gone")
+    finally:
+        web.stop(signal.SIGKILL)
+    again = start_web(process_env, name="web-orphans-again", workers=1, port=port)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        assert _request(conn, "GET", "/api/v1/skus")[0] == 401
+    finally:
+        again.stop()
