@@ -142,9 +142,27 @@ def load_in_worker(target: str):
     return load_target(target)
 
 
+def refuse_a_taken_port(bind: str) -> None:
+    """Exit when another process listens on the address. granian's listener
+    sets SO_REUSEPORT, so its bind succeeds beside a server already there and
+    the kernel then splits the connections between the two (a second
+    `scripts/up`, or a restart while the old workers are still exiting, whose
+    share is reset). A plain bind tells: it fails while anything listens."""
+    host, _, port = bind.rpartition(":")
+    probe = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT leftovers are no server
+    try:
+        probe.bind((host.strip("[]") or "127.0.0.1", int(port)))
+    except OSError as exc:
+        sys.exit(f"seckill_site.serve: {bind} is already in use ({exc.strerror}); is another server running?")
+    finally:
+        probe.close()
+
+
 def main(argv: list[str]) -> None:
     if len(argv) > 1 or (argv and argv[0].startswith("-")):
         sys.exit(__doc__)
+    refuse_a_taken_port(webserver.BIND)
     import os
 
     os.environ[MAIN_PID_VARIABLE] = str(os.getpid())  # inherited by every worker forked

@@ -354,3 +354,23 @@ def test_the_workers_stop_when_the_main_process_is_killed_and_the_port_is_free_a
         assert _request(conn, "GET", "/api/v1/skus")[0] == 401
     finally:
         again.stop()
+
+
+def test_a_second_server_on_a_taken_port_refuses_to_start(process_env):
+    """granian's listener would share the port with the server already there
+    (SO_REUSEPORT) and split the connections between the two; the launcher
+    refuses instead, as gunicorn does."""
+    import subprocess
+
+    from testsupport import VENV_BIN
+
+    web = start_web(process_env, name="web-taken-port", workers=1)
+    try:
+        second = subprocess.run([str(VENV_BIN / "python"), "-m", "seckill_site.serve"], capture_output=True,
+                                text=True, timeout=60,
+                                env=dict(process_env, SECKILL_WEB_LISTEN=f"127.0.0.1:{web.port}"))
+        assert second.returncode != 0 and "already in use" in second.stderr, second.stderr[-500:]
+        conn = http.client.HTTPConnection("127.0.0.1", web.port, timeout=10)
+        assert _request(conn, "GET", "/api/v1/skus")[0] == 401  # the first one serves on, alone
+    finally:
+        web.stop()
