@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import socket
 import sys
+import threading
 import time
 
 from seckill_site import webserver
@@ -136,10 +137,26 @@ def load_in_worker(target: str):
 
     from granian._internal import load_target
 
+    main_pid = int(os.environ.get(MAIN_PID_VARIABLE) or os.getppid())
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    if os.getppid() != int(os.environ.get(MAIN_PID_VARIABLE, os.getppid())):
+    if os.getppid() != main_pid:
         sys.exit(1)  # the main process died before the line above: nobody would tell us
+    # The signal can land while granian is still setting the worker up, where
+    # its shutdown may never start (seen once in CI: the worker lived on); so a
+    # watch of our own ends the process once the graceful time is over.
+    threading.Thread(target=_orphan_watch, args=(main_pid,), name="orphan-watch", daemon=True).start()
     return load_target(target)
+
+
+def _orphan_watch(main_pid: int) -> None:
+    import os
+    import signal
+
+    while os.getppid() == main_pid:
+        time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGTERM)  # again, in case the first one came too early
+    time.sleep(webserver.GRACEFUL_S)
+    os._exit(1)
 
 
 def refuse_a_taken_port(bind: str) -> None:

@@ -186,6 +186,16 @@ def start_web(process_env, *, name: str = "web", server: str = "granian", worker
     return proc
 
 
+def running(pid: int) -> bool:
+    """The process exists and has not exited (an exited one waits as a zombie
+    until whoever adopted it reaps it, which is not ours to wait for)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def web_workers(proc: Proc) -> list[int]:
     """Pids of the web tier's worker processes (the server's children)."""
     out = subprocess.run(["pgrep", "-P", str(proc.popen.pid)], capture_output=True, text=True).stdout

@@ -143,7 +143,7 @@ def test_a_killed_workers_counts_stay_in_the_sum_and_a_restart_starts_from_zero(
     import signal
 
     from testsupport import wait_until
-    from testsupport.processes import start_web, web_workers
+    from testsupport.processes import running, start_web, web_workers
 
     cookie = staff_session_cookie(make_buyers)
     sku = make_sku(stock=1, per_user_limit=1)
@@ -165,7 +165,7 @@ def test_a_killed_workers_counts_stay_in_the_sum_and_a_restart_starts_from_zero(
     finally:
         web.stop(signal.SIGKILL)  # no exit hook runs: the files stay for the next start to clear
     # the killed workers are still exiting for a moment: the port is free once they are gone
-    wait_until(lambda: not any(_alive(pid) for pid in workers), timeout=20, what="the killed workers gone")
+    wait_until(lambda: not any(running(pid) for pid in workers), timeout=20, what="the killed workers gone")
     again = start_web(process_env, name=f"web-metrics-{server}-again", server=server, workers=2, port=port)
     try:
         status, text = scrape(port, {"Cookie": cookie})
@@ -173,16 +173,6 @@ def test_a_killed_workers_counts_stay_in_the_sum_and_a_restart_starts_from_zero(
         assert samples(text).get("seckill_purchase_seconds_count", 0) == 0  # a new server, a clean slate
     finally:
         again.stop()
-
-
-def _alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 def _scrapes(port: int, cookie: str) -> bool:

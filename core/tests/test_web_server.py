@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from testsupport import wait_until
-from testsupport.processes import start_web, web_workers
+from testsupport.processes import running, start_web, web_workers
 from testsupport.stores import assert_balanced, confirmed, decr_log_by_order, settled
 
 SERVERS = ("granian", "gunicorn")
@@ -335,17 +335,7 @@ def test_the_workers_stop_when_the_main_process_is_killed_and_the_port_is_free_a
         os.kill(web.popen.pid, signal.SIGKILL)
         web.popen.wait(timeout=10)
 
-        def gone() -> bool:
-            alive = []
-            for pid in workers:
-                try:
-                    os.kill(pid, 0)
-                    alive.append(pid)
-                except ProcessLookupError:
-                    pass
-            return not alive
-
-        wait_until(gone, timeout=20, what="the orphaned workers gone")
+        wait_until(lambda: not any(running(pid) for pid in workers), timeout=30, what="the orphaned workers gone")
     finally:
         web.stop(signal.SIGKILL)
     again = start_web(process_env, name="web-orphans-again", workers=1, port=port)
