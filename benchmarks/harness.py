@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
@@ -211,9 +210,10 @@ SERVE = ROOT / "seckill_site" / "serve.py"
 def _own_metrics_dir(env: dict[str, str], server: str, port: int) -> None:
     """A fresh Prometheus multiprocess directory for a server started without
     a launcher that picks one (gunicorn.conf.py and serve.py do)."""
+    from seckill_site import webserver
+
     metrics = ROOT / "var" / "prometheus" / f"{server}-{HOST}_{port}"
-    shutil.rmtree(metrics, ignore_errors=True)
-    metrics.mkdir(parents=True)
+    webserver.metrics_dir_empty(str(metrics))
     env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics)
 
 

@@ -49,6 +49,17 @@ def confirmed(order_id: str) -> None:
                what=f"order {order_id} confirmed")
 
 
+def every_unit_taken_is_a_202(sku_id: str, accepted: set[str]) -> None:
+    """Every accepted order confirmed, nothing left in flight for a sweep to
+    find, and the gate's takes of the SKU exactly those orders: no request
+    answered otherwise took a unit."""
+    for order_id in accepted:
+        confirmed(order_id)
+    settled(sku_id)
+    assert set(decr_log_by_order(sku_id)) == accepted
+    assert assert_balanced(sku_id).locked_stock == len(accepted)
+
+
 def moves_applied(sku_id: str) -> None:
     """Until the mover applied every pay, cancel and expiry of the SKU to its row."""
     from orders.selectors import moves_pending

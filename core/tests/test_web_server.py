@@ -17,7 +17,7 @@ import pytest
 
 from testsupport import wait_until
 from testsupport.processes import running, start_web, web_workers
-from testsupport.stores import assert_balanced, confirmed, decr_log_by_order, settled
+from testsupport.stores import assert_balanced, every_unit_taken_is_a_202, settled
 
 SERVERS = ("granian", "gunicorn")
 
@@ -104,13 +104,8 @@ def test_sigterm_answers_every_request_in_progress_and_every_unit_taken_is_a_202
     assert {s for s, _ in answers} <= {202, 503}, {s for s, _ in answers}
     accepted = {body["order_id"] for s, body in answers if s == 202}
     assert len(accepted) >= 200
-    for order_id in accepted:
-        confirmed(order_id)
-    # Nothing is left in flight for a sweep to find: every unit the gate took
-    # belongs to a 202 the buyer holds.
-    settled(sku.sku_id)
-    assert set(decr_log_by_order(sku.sku_id)) == accepted
-    assert assert_balanced(sku.sku_id).locked_stock == len(accepted)
+    # every unit the gate took belongs to a 202 the buyer holds
+    every_unit_taken_is_a_202(sku.sku_id, accepted)
 
 
 @pytest.mark.parametrize("server", SERVERS)
@@ -163,12 +158,7 @@ def test_beyond_the_backlog_the_excess_is_answered_503_unavailable_and_takes_not
     assert {s for s, _ in answers} == {202, 503}
     assert health and health[0] in (200, 503)  # answered (its own verdict is about the stores)
     accepted = {body["order_id"] for s, body in answers if s == 202}
-    for order_id in accepted:
-        confirmed(order_id)
-    settled(sku.sku_id)
-    # the refused took nothing: every unit taken is a 202
-    assert set(decr_log_by_order(sku.sku_id)) == accepted
-    assert assert_balanced(sku.sku_id).locked_stock == len(accepted)
+    every_unit_taken_is_a_202(sku.sku_id, accepted)  # the refused took nothing
 
 
 @pytest.mark.parametrize("server", SERVERS)
