@@ -20,6 +20,7 @@ import hmac
 import logging
 import math
 from dataclasses import dataclass, replace
+from typing import Callable
 from ipaddress import ip_network
 
 from django.conf import settings
@@ -93,10 +94,13 @@ def authenticate_request(meta: dict, *, purchase: bool) -> tuple[CachedUser, Tok
     bucket, every_ms = settings.SECKILL_THROTTLE if purchase else (0, 0)
     found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
     if found.user_blob is None:
-        _fill_from_mysql(token, meta, since_ms=found.now_ms)
-        found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
-        if found.user_blob is None:  # the fill took too long to be trusted (token_cache.FILL_BUDGET_MS)
-            raise Unavailable()
+        uncached = _fill_from_mysql(token, meta, since_ms=found.now_ms, purchase=purchase)
+        if uncached is not None:  # the token's shard lost its claims and their fence stands
+            found = replace(found, user_blob=uncached)
+        else:
+            found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
+            if found.user_blob is None:  # the fill took too long to be trusted (token_cache.FILL_BUDGET_MS)
+                raise Unavailable()
     elif found.refresh:
         found = _refreshed(token, found)
     if found.user_blob in (None, token_cache.REFUSED):
@@ -136,10 +140,25 @@ def _failure_source(address: str) -> str:
         return address
 
 
-def _fill_from_mysql(token: str, meta: dict, *, since_ms: int) -> None:
+# What the user's Idempotency-Keys made, read from MySQL (orders registers it:
+# accounts cannot import it): user id -> [(key, KeyClaim)] within the keys' lifetime.
+_claims_source: list[Callable[[int], list[tuple[str, token_cache.KeyClaim]]]] = []
+
+
+def claims_source_register(source: Callable[[int], list[tuple[str, token_cache.KeyClaim]]]) -> None:
+    _claims_source[:] = [source]
+
+
+def _fill_from_mysql(token: str, meta: dict, *, since_ms: int, purchase: bool = False) -> str | None:
     """A token Redis does not hold. Unknown tokens write nothing per token;
     their client's address is counted, and past its limit is refused before
-    MySQL is asked."""
+    MySQL is asked.
+
+    The record goes with the claims of the token's keys: when its shard lost
+    them (token_cache.claims_trusted), a purchase waits (503) until every
+    reservation made before the loss is in MySQL; any other request is
+    answered from MySQL without caching the record (returned). Otherwise the
+    claims the user's orders made are read from MySQL once, with the record."""
     limit = settings.SECKILL_AUTH_FAILURES_PER_MINUTE
     source = _failure_source(client_address(meta))
     if limit and token_cache.auth_failures(client=source) >= limit:
@@ -150,7 +169,15 @@ def _fill_from_mysql(token: str, meta: dict, *, since_ms: int) -> None:
         if token_cache.auth_failure_count(client=source) == limit:
             logger.warning("unknown tokens from %s reached the limit of %d a minute", source, limit)
         raise exceptions.AuthenticationFailed("Invalid token.")
+    if not token_cache.claims_trusted(token=token):
+        if purchase:
+            raise Unavailable()
+        return user_blob(row.user)
+    if _claims_source:
+        made = _claims_source[0](row.user_id)
+        token_cache.claims_fill(token=token, claims=[c for _, c in made], keys=[k for k, _ in made])
     token_cache.token_fill(token=token, user_blob=user_blob(row.user), since_ms=since_ms)
+    return None
 
 
 def _refreshed(token: str, found: token_cache.AuthLookup) -> token_cache.AuthLookup:

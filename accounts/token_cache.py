@@ -26,16 +26,18 @@ from __future__ import annotations
 import enum
 import hashlib
 import time
+import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from django.conf import settings
 
-from core.redis import Call, Scripts, redis, text
+from core.redis import Call, Scripts, Shard, instance_check, key, redis, shard_of, tagged, text
 
-# authorize.lua answers data (the record, the claim, a wait); the others answer a code.
-_scripts = Scripts(Path(__file__).resolve().parent / "lua", answers_data=("authorize",))
+# These answer data (the record, the claim, a wait; a fence; a count); the others answer a code.
+_scripts = Scripts(Path(__file__).resolve().parent / "lua",
+                   answers_data=("authorize", "claims_fence_raise", "claims_fill"))
 AUTH_FAILURE_WINDOW_SECONDS = 60
 # A fill or refresh whose MySQL read began longer ago than this is discarded;
 # the tombstone a committed deletion leaves outlives it.
@@ -71,6 +73,12 @@ class TokenFill(enum.IntEnum):
     WRITTEN = 1
 
 
+@_scripts.returns("claims_fence_pass")
+class ClaimsFencePass(enum.IntEnum):
+    NOT_THIS = 0  # a copy of a passed fence, or one of an earlier loss
+    PASSED = 1
+
+
 @dataclass(frozen=True)
 class TokenKeys:
     record: str
@@ -81,7 +89,7 @@ class TokenKeys:
 
 @lru_cache(maxsize=65536)
 def token_keys(token: str) -> TokenKeys:
-    tag = f"seckill:auth:{{{hashlib.sha256(token.encode()).hexdigest()}}}"
+    tag = f"{key('auth')}:{{{hashlib.sha256(token.encode()).hexdigest()}}}"
     return TokenKeys(record=tag, claims=f"{tag}:keys", rate=f"{tag}:rate", fill=f"{tag}:fill")
 
 
@@ -190,14 +198,85 @@ def token_forget(*, token: str) -> None:
     _write(token, REFUSED, TOMBSTONE_MS, "forget")
 
 
+def _failure_key(client: str) -> str:
+    return f"{key('authfail')}:{{{client}}}"
+
+
 def auth_failures(*, client: str) -> int:
-    return int(redis().get(f"seckill:authfail:{{{client}}}") or 0)
+    return int(redis().get(_failure_key(client)) or 0)
 
 
 def auth_failure_count(*, client: str) -> int:
     """One more failed authentication from this client address (per minute)."""
-    key = f"seckill:authfail:{{{client}}}"
+    name = _failure_key(client)
     pipe = redis().pipeline(transaction=True)
-    pipe.incr(key)
-    pipe.expire(key, AUTH_FAILURE_WINDOW_SECONDS, nx=True)
+    pipe.incr(name)
+    pipe.expire(name, AUTH_FAILURE_WINDOW_SECONDS, nx=True)
     return int(pipe.execute()[0])
+
+
+# --- A shard's claims lost: the claims fence -------------------------------------------------
+# The claims live with their token on one shard. A new instance (a restart, a
+# promoted replica) or a wipe takes them, while the reservations they named
+# may still be in the broker: MySQL cannot answer for them yet. So the check of
+# the new instance (core.redis.instance_check) drops every token key the shard
+# held and raises the shard's claims fence; a token whose record must then be
+# filled waits (503) until the fence's message came out of the confirm queue,
+# and its fill reads the claims its user's orders made from MySQL, once.
+
+CLAIMS_FENCE_PREFIX = "@claims:"  # the fence's name among the SKU fences (no SKU id starts with "@")
+
+
+def claims_fence_key(tag: str) -> str:
+    return key("claims-fence") if not tag else f"{tagged(tag)}:claims-fence"
+
+
+def tokens_distrust(*, shard: Shard, delay_ms: int) -> tuple[str, str]:
+    """Raise the shard's claims fence, then drop every token key it holds.
+    Returns the fence's name and token, for the caller to list and send."""
+    token = text(_scripts.get("claims_fence_raise")(keys=[claims_fence_key(shard.tag)],
+                                                    args=[uuid.uuid4().hex, delay_ms]))
+    pipe = shard.client.pipeline(transaction=False)
+    dropped = 0
+    for name in shard.scan(f"{key('auth')}:{{*"):
+        pipe.unlink(name)
+        dropped += 1
+        if len(pipe) >= 500:
+            pipe.execute()
+    pipe.execute()
+    return CLAIMS_FENCE_PREFIX + shard.tag, token
+
+
+def claims_fence_pass(*, name: str, token: str) -> bool:
+    tag = name[len(CLAIMS_FENCE_PREFIX):]
+    raw = _scripts.get("claims_fence_pass")(keys=[claims_fence_key(tag)], args=[token])
+    return ClaimsFencePass(int(raw)) is ClaimsFencePass.PASSED
+
+
+def claims_fence_token(*, name: str) -> str | None:
+    raw = redis().get(claims_fence_key(name[len(CLAIMS_FENCE_PREFIX):]))
+    return None if raw is None else text(raw)
+
+
+def claims_trusted(*, token: str) -> bool:
+    """May this token's record be filled now? Not while its shard's claims
+    fence stands. A shard whose instance key is gone was wiped (FLUSHALL):
+    it is checked first, which raises the fence."""
+    shard = shard_of(redis(), token_keys(token).record)
+    pipe = shard.client.pipeline(transaction=False)
+    pipe.get(shard.key("instance"))
+    pipe.exists(claims_fence_key(shard.tag))
+    instance, fenced = pipe.execute()
+    if instance is None:
+        instance_check(shard, recorded_only=True)
+        fenced = shard.client.exists(claims_fence_key(shard.tag))
+    return not fenced
+
+
+def claims_fill(*, token: str, claims: list[KeyClaim], keys: list[str]) -> int:
+    """Add what MySQL says these keys made (claims Redis holds stay)."""
+    if not claims:
+        return 0
+    flat = [x for k, c in zip(keys, claims) for x in (k, f"{c.claimed_ms}|{c.quantity}|{c.order_id}|{c.sku_id}")]
+    return int(_scripts.get("claims_fill")(keys=[token_keys(token).claims],
+                                           args=[_ms("SECKILL_IDEMPOTENCY_SECONDS"), *flat]))

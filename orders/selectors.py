@@ -109,6 +109,16 @@ def order_states(*, order_ids: list[str]) -> dict[str, tuple[str, str]]:
             Order.objects.filter(order_id__in=order_ids).values_list("order_id", "status", "failure_reason")}
 
 
+def user_key_claims(user_id: int) -> list[tuple[str, token_cache.KeyClaim]]:
+    """What the user's Idempotency-Keys made within their lifetime, as MySQL has
+    it (a token whose claims a Redis shard lost reads them once, accounts)."""
+    since = timezone.now() - timedelta(seconds=settings.SECKILL_IDEMPOTENCY_SECONDS)
+    rows = (Order.objects.filter(user_id=user_id, created_at__gte=since, idempotency_key__isnull=False)
+            .values_list("idempotency_key", "order_id", "sku_id", "quantity", "created_at"))
+    return [(key, token_cache.KeyClaim(order_id, sku_id, quantity, int(created.timestamp() * 1000)))
+            for key, order_id, sku_id, quantity, created in rows]
+
+
 def sku_holdings(sku_id: str) -> Holdings:
     """What a SKU's orders hold, for its Redis snapshot (inventory asks through
     `holdings_source_register`). Bounded: buyers holding units (at most the

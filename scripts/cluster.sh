@@ -9,9 +9,18 @@
 # to the redis_cluster_* functions, for its 3 nodes on 5681-5683.
 
 REDIS_CLUSTER_HOST=127.0.0.1
-REDIS_CLUSTER_PORTS=(7000 7001 7002 7003 7004 7005 7006 7007 7008)
+# SECKILL_REDIS_CLUSTER_BASE moves the nine ports (7000 by default; keep it
+# within 7000-7091): a fault run can then kill masters of a cluster of its own
+# while the suite uses the first. Each base has its own directory.
+REDIS_CLUSTER_BASE="${SECKILL_REDIS_CLUSTER_BASE:-7000}"
+REDIS_CLUSTER_PORTS=()
+for _i in 0 1 2 3 4 5 6 7 8; do REDIS_CLUSTER_PORTS+=("$((REDIS_CLUSTER_BASE + _i))"); done
 REDIS_CLUSTER_REPLICAS=2
-REDIS_CLUSTER_DIR="$PROJECT_DIR/var/cluster/redis"
+if [ "$REDIS_CLUSTER_BASE" = 7000 ]; then
+  REDIS_CLUSTER_DIR="$PROJECT_DIR/var/cluster/redis"
+else
+  REDIS_CLUSTER_DIR="$PROJECT_DIR/var/cluster/redis-$REDIS_CLUSTER_BASE"
+fi
 # A master takes writes only while at least this many replicas acknowledged within
 # REDIS_CLUSTER_MAX_LAG seconds. One of two is the trade-off issue 20 asks for: a
 # master cut off from both replicas stops taking reservations its successor would

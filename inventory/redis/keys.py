@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 from django.conf import settings
 
-from core.redis import Scripts, redis, text
+from core.redis import Scripts, key, redis, tagged, text
 
 LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 # Scripts that answer data (lists, counts, a new figure), not an outcome.
@@ -171,7 +171,7 @@ class SkuKeys:
 
 @lru_cache(maxsize=4096)
 def sku_keys(sku_id: str) -> SkuKeys:
-    tag = f"seckill:{{{sku_id}}}"
+    tag = tagged(sku_id)
     return SkuKeys(
         stock=f"{tag}:stock", buyers=f"{tag}:buyers", inflight=f"{tag}:inflight", idem=f"{tag}:idem",
         idem_age=f"{tag}:idem-age", due=f"{tag}:due", claims=f"{tag}:claims", done=f"{tag}:done",
@@ -186,18 +186,18 @@ def sku_key_names(*, sku_id: str) -> list[str]:
     return sorted(_s(k) for k in redis().scan_iter(match=f"{tag}:*", count=1000))
 
 
-FENCES_KEY = "seckill:fences"  # zset sku -> when its fence may be sent (next), ms
+FENCES_KEY = key("fences")  # zset sku -> when its fence may be sent (next), ms
 # The registry of SKU ids MySQL has (one Cluster slot: its scripts touch all four).
-SKU_REGISTRY = "seckill:{sku-registry}"
-SKU_REGISTRY_COMPLETE = "seckill:{sku-registry}:complete"
-SKU_REGISTRY_RECENT = "seckill:{sku-registry}:recent"
-CONSUMERS_KEY = "seckill:consumers"  # zset identity -> last beat (ms)
-SWEEPS_KEY = "seckill:sweeps"  # hash task name -> last run (ms)
+SKU_REGISTRY = tagged("sku-registry")
+SKU_REGISTRY_COMPLETE = f"{SKU_REGISTRY}:complete"
+SKU_REGISTRY_RECENT = f"{SKU_REGISTRY}:recent"
+CONSUMERS_KEY = key("consumers")  # zset identity -> last beat (ms)
+SWEEPS_KEY = key("sweeps")  # hash task name -> last run (ms)
 # Written by celery beat (seckill_site.beat): when the running beat started, and
 # since when it holds each task in its schedule (set once, dropped when the task
 # leaves the schedule): a sweep is not late before it could have run.
-BEAT_STARTED_KEY = "seckill:beat:started"  # ms
-BEAT_HELD_KEY = "seckill:beat:held"  # hash task name -> held since (ms)
+BEAT_STARTED_KEY = key("beat", "started")  # ms
+BEAT_HELD_KEY = key("beat", "held")  # hash task name -> held since (ms)
 
 
 # --- Scripts ---------------------------------------------------------------------

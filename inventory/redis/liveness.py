@@ -6,12 +6,30 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-from core.redis import redis, text
+from core.redis import RedisError, clustered, redis, shards, text
 from inventory.redis.keys import BEAT_HELD_KEY, BEAT_STARTED_KEY, CONSUMERS_KEY, SWEEPS_KEY
 
 
-def ping() -> bool:
-    return bool(redis().ping())
+def ping() -> bool | str:
+    """True when Redis answers; on a cluster, when every shard's primary does
+    (else which do not: their SKUs pause while the others sell)."""
+    if not clustered():
+        return bool(redis().ping())
+    down = _shards_silent()
+    if down:  # the layout may be old (a replica promoted since): read it again, once
+        redis().nodes_manager.initialize()
+        down = _shards_silent()
+    return True if not down else f"error: no answer from the primary of {len(down)} shard(s): {', '.join(down)}"
+
+
+def _shards_silent() -> list[str]:
+    down = []
+    for shard in shards():
+        try:
+            shard.client.ping()
+        except RedisError:
+            down.append(shard.name)
+    return down
 
 
 # --- Liveness of the confirm consumers ---------------------------------------------------

@@ -8,7 +8,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Sequence
 
-from core.redis import redis
+from accounts import token_cache
+from core.redis import Shard, prefix, redis
 from inventory.redis.keys import (
     FENCES_KEY, SCRIPT_CHUNK, SKU_REGISTRY, SKU_REGISTRY_COMPLETE, SKU_REGISTRY_RECENT, STAGE_TTL_SECONDS,
     Distrust, Drop, FenceRaise, Load, Rebuild, _chunks, _s, _script, sku_keys,
@@ -108,11 +109,18 @@ def fence_raise(*, sku_id: str, delay_ms: int) -> Fence | None:
     return fence
 
 
+def _fence_key(name: str) -> str:
+    """A SKU's fence, or a shard's claims fence (token_cache.CLAIMS_FENCE_PREFIX)."""
+    if name.startswith(token_cache.CLAIMS_FENCE_PREFIX):
+        return token_cache.claims_fence_key(name[len(token_cache.CLAIMS_FENCE_PREFIX):])
+    return sku_keys(name).fence
+
+
 def _fence_tokens(sku_ids: Sequence[str]) -> dict[str, str | None]:
     """Each SKU's fence token, None where it has none (one round trip)."""
     pipe = redis().pipeline(transaction=False)
     for sku_id in sku_ids:
-        pipe.get(sku_keys(sku_id).fence)
+        pipe.get(_fence_key(sku_id))
     return {sku_id: None if t is None else _s(t) for sku_id, t in zip(sku_ids, pipe.execute())}
 
 
@@ -129,18 +137,19 @@ def fences_due(*, cap: int = 100) -> list[Fence]:
     return [Fence(sku_id, token) for sku_id, token in tokens.items() if token is not None]
 
 
-def _skus_with(suffix: str) -> set[str]:
-    """SKU ids that have a `seckill:{<sku>}:<suffix>` key (SCAN: a rare, whole-keyspace walk)."""
-    head, tail = "seckill:{", "}:" + suffix
-    return {_s(k)[len(head):-len(tail)] for k in redis().scan_iter(match=f"seckill:{{*}}:{suffix}", count=1000)}
+def _skus_with(shard: Shard, suffix: str) -> set[str]:
+    """SKU ids that have a `<prefix>:{<sku>}:<suffix>` key on this shard
+    (SCAN: a rare walk of its whole keyspace)."""
+    head, tail = f"{prefix()}:{{", "}:" + suffix
+    return {_s(k)[len(head):-len(tail)] for k in shard.scan(f"{head}*{tail}")}
 
 
-def snapshots_fence_all(*, delay_ms: int) -> list[Fence]:
-    """Drop every snapshot this Redis holds and fence its SKU (distrust.lua); a
+def snapshots_fence_all(*, shard: Shard, delay_ms: int) -> list[Fence]:
+    """Drop every snapshot this shard holds and fence its SKU (distrust.lua); a
     fence found is replaced by one counted from now. For a new instance whose
     data may be older than what was lost."""
     fences = []
-    for sku_id in sorted(_skus_with("stock") | _skus_with("fence")):
+    for sku_id in sorted(_skus_with(shard, "stock") | _skus_with(shard, "fence")):
         k = sku_keys(sku_id)
         raw = _script("distrust")(keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.claims,
                                         k.applied, k.fence], args=[uuid.uuid4().hex, delay_ms])
@@ -164,8 +173,13 @@ def fences_relist(*, sku_ids: Sequence[str]) -> int:
     return sum(int(n) for n in pipe.execute())
 
 
+def fence_list(*, name: str, token: str) -> None:
+    """List a fence raised elsewhere (a shard's claims fence) to be sent."""
+    redis().zadd(FENCES_KEY, {name: Fence(name, token).not_before_ms})
+
+
 def fence_token(*, sku_id: str) -> str | None:
-    token = redis().get(sku_keys(sku_id).fence)
+    token = redis().get(_fence_key(sku_id))
     return None if token is None else _s(token)
 
 

@@ -9,12 +9,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from accounts import token_cache
 from core.errors import SkuNotFound, StockActionRefused
+from core.redis import Shard, redis, shard_of
 from inventory import selectors
 from inventory.models import Sku
 from inventory.redis import gate, keys as redis_keys, snapshots as redis_snapshots
@@ -68,7 +71,7 @@ def fence_delay_ms() -> int:
     request that reserved in the lost Redis has had its publish confirmed (its
     message is in the queue ahead of the fence) or has given up and undone
     its reservation (answered 503, recorded as released)."""
-    return gate.decision_window_ms()
+    return gate.decision_window_ms() + settings.SECKILL_REDIS_CUTOFF_MS
 
 
 def sku_open(*, sku: Sku) -> bool:
@@ -154,12 +157,25 @@ def _load_next(sku_id: str, *, fence: str = "") -> tuple[redis_keys.Load, redis_
     return redis_snapshots.snapshot_load(sku_id=sku_id, snapshot=snapshot, fence=fence), snapshot
 
 
-def snapshots_distrust() -> None:
-    """Redis is a new instance (core.redis.instance_check): what it holds may be
-    older than what was lost (restored from a file, a replica that lagged), so
-    every SKU it has data of is dropped and fenced, and rebuilt exactly behind
-    the confirm queue like a SKU Redis lost outright."""
-    fences = redis_snapshots.snapshots_fence_all(delay_ms=fence_delay_ms())
+def snapshots_distrust(shard: Shard) -> None:
+    """A Redis shard is a new instance (core.redis.instance_check): what it
+    holds may be older than what was lost (restored from a file, a replica
+    that lagged), so every SKU it has data of is dropped and fenced, and
+    rebuilt exactly behind the confirm queue like a SKU Redis lost outright.
+    The other shards' SKUs sell on."""
+    name, token = token_cache.tokens_distrust(shard=shard, delay_ms=fence_delay_ms())
+    redis_snapshots.fence_list(name=name, token=token)
+    logger.warning("new Redis instance %s: its token keys dropped, claims fenced until %s", shard.name, token)
+    fences = redis_snapshots.snapshots_fence_all(shard=shard, delay_ms=fence_delay_ms())
+    # A wiped shard has no snapshot left to find: fence the live SKUs MySQL
+    # has there too, so their rebuild waits behind the queue with the claims'
+    # (a SKU with a snapshot now was fenced above or loaded since: left alone).
+    r = redis()
+    for sku_id in selectors.sku_ids_live():
+        if shard_of(r, redis_keys.sku_keys(sku_id).stock).name == shard.name:
+            raised = redis_snapshots.fence_raise(sku_id=sku_id, delay_ms=fence_delay_ms())
+            if raised is not None:
+                fences.append(raised)
     if fences:
         logger.warning("new Redis instance held %d SKU snapshot(s); all fenced for an exact rebuild: %s",
                        len(fences), [f.sku_id for f in fences[:20]])
@@ -169,7 +185,15 @@ def stock_fence_pass(*, sku_id: str, token: str) -> bool:
     """The confirm consumer reached this SKU's fence: every reservation that
     was ahead of it in the queue is in MySQL, so a snapshot read now is exact.
     Load it, if that fence still stands (a copy of a passed fence, or the fence
-    of an earlier loss, changes nothing). Returns True if loaded."""
+    of an earlier loss, changes nothing). Returns True if loaded.
+
+    A shard's claims fence (token_cache.CLAIMS_FENCE_PREFIX) passes the same
+    way: every reservation its lost claims named is in MySQL now."""
+    if sku_id.startswith(token_cache.CLAIMS_FENCE_PREFIX):
+        passed = token_cache.claims_fence_pass(name=sku_id, token=token)
+        if passed or redis_snapshots.fence_token(sku_id=sku_id) is None:
+            redis_snapshots.fence_forget(sku_id=sku_id)
+        return passed
     if redis_snapshots.fence_token(sku_id=sku_id) != token:
         return False
     lock = None

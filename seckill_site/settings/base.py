@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import env_bool, env_int, parse_rate
+from .env import env_bool, env_int, parse_cluster_credentials, parse_cluster_url, parse_rate, parse_redis_prefix
 from core.client import parse_trusted_proxies
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -116,18 +116,33 @@ DATABASES["default"]["OPTIONS"].update(
 DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-CACHES = {
-    "default": {
-        "BACKEND": "django_redis.cache.RedisCache",
-        "LOCATION": REDIS_URL,
-        "OPTIONS": {
-            "CLIENT_CLASS": "django_redis.client.DefaultClient",
-            "SOCKET_CONNECT_TIMEOUT": 2,
-            "SOCKET_TIMEOUT": 2,
-        },
-        "KEY_PREFIX": "seckill-cache",
+# redis+cluster://host:port[,host:port...] picks a Redis Cluster (core.redis);
+# redis:// one server through django-redis, as before.
+REDIS_CLUSTER_NODES = parse_cluster_url(REDIS_URL)
+REDIS_CLUSTER_USERNAME, REDIS_CLUSTER_PASSWORD = parse_cluster_credentials(REDIS_URL)
+# Every key the project writes starts with this, so a suite, a benchmark and a
+# fault run can share one cluster (which has database 0 only) without meeting.
+SECKILL_REDIS_PREFIX = parse_redis_prefix(os.environ.get("SECKILL_REDIS_PREFIX", "seckill"))
+# How long a Redis master cut off from its replicas may still accept writes
+# (min-replicas-max-lag, plus the second a replica waits between two acks): a
+# lost node's fences wait this long on top of the publish budget (DESIGN.md).
+SECKILL_REDIS_CUTOFF_MS = env_int("SECKILL_REDIS_CUTOFF_MS", 3000 if REDIS_CLUSTER_NODES else 0)
+if REDIS_CLUSTER_NODES:
+    # Nothing of the project uses Django's cache; django-redis cannot speak to a cluster.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {
+                "CLIENT_CLASS": "django_redis.client.DefaultClient",
+                "SOCKET_CONNECT_TIMEOUT": 2,
+                "SOCKET_TIMEOUT": 2,
+            },
+            "KEY_PREFIX": "seckill-cache",
+        }
     }
-}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -41,3 +41,56 @@ def derive_signing_key(secret: str) -> str:
     """A development signing key, derived from the development secret (local
     settings only; production requires SECKILL_TASK_SIGNING_KEY of its own)."""
     return hashlib.sha256(("seckill-task-signing:" + secret).encode()).hexdigest()
+
+
+CLUSTER_SCHEME = "redis+cluster://"
+
+
+def _improper(message: str):
+    from django.core.exceptions import ImproperlyConfigured
+
+    return ImproperlyConfigured(message)
+
+
+def parse_cluster_url(url: str) -> list[tuple[str, int]]:
+    """The seed nodes of `redis+cluster://[user:password@]host:port[,host:port...][/0]`;
+    [] for any other URL (one Redis, as before). A cluster has database 0 only."""
+    if not url.startswith(CLUSTER_SCHEME):
+        return []
+    rest = url[len(CLUSTER_SCHEME):]
+    hosts, _, db = rest.partition("/")
+    if db not in ("", "0"):
+        raise _improper(f"REDIS_URL: a Redis Cluster has database 0 only, got /{db}")
+    hosts = hosts.rpartition("@")[2]
+    nodes = []
+    for part in hosts.split(","):
+        host, _, port = part.strip().rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise _improper("REDIS_URL: expected redis+cluster://[user:password@]host:port[,host:port...]")
+        nodes.append((host.strip("[]"), int(port)))
+    return nodes
+
+
+def parse_cluster_credentials(url: str) -> tuple[str | None, str | None]:
+    """(username, password) of a redis+cluster:// URL, each None when absent
+    (percent-encoded in the URL, as in a redis:// one)."""
+    from urllib.parse import unquote
+
+    if not url.startswith(CLUSTER_SCHEME):
+        return None, None
+    auth = url[len(CLUSTER_SCHEME):].partition("/")[0].rpartition("@")[0]
+    if not auth:
+        return None, None
+    user, sep, password = auth.partition(":")
+    if not sep:
+        return None, unquote(user) or None
+    return unquote(user) or None, unquote(password) or None
+
+
+def parse_redis_prefix(raw: str) -> str:
+    """The first part of every Redis key: letters, digits, '-' and '_' (no hash
+    tag braces, no glob characters: key scans match on it)."""
+    raw = raw.strip()
+    if not raw or not all(c.isalnum() or c in "-_" for c in raw) or len(raw) > 32:
+        raise _improper(f"SECKILL_REDIS_PREFIX: letters, digits, '-' and '_' (at most 32), got {raw!r}")
+    return raw
