@@ -298,6 +298,10 @@ def instance_check(shard: Shard | Redis, *, recorded_only: bool = False) -> None
             _checking.active = False
             client.delete(lock)
         return
+    if clustered():
+        # Other shards sell on meanwhile: a request of this one answers 503 at
+        # once rather than hold a web slot (nothing ran: no script before the check).
+        raise ShardDown(f"the check of the new Redis instance {run_id} at {shard.name} is under way")
     deadline = time.monotonic() + INSTANCE_CHECK_WAIT_S
     while time.monotonic() < deadline:
         time.sleep(0.05)
@@ -435,11 +439,20 @@ def _cluster_evalsha(client: RedisCluster, commands: list[tuple]) -> list:
                 unsent.add(i)
                 continue
             groups.setdefault(node.name, (node, first[client.keyslot(commands[i][3])], []))[2].append(i)
-        sent = []
-        broken: BaseException | None = None
-        for node, first_slot, idx in groups.values():
+        ready = []
+        for node, first_slot, idx in groups.values():  # every check before anything is sent
             try:
                 _shard_served_by(client, first_slot, node)
+            except (RedisError, OSError) as exc:
+                for i in idx:  # nothing was sent there
+                    replies[i] = exc
+                unsent.update(idx)
+                continue
+            ready.append((node, idx))
+        sent = []
+        broken: BaseException | None = None
+        for node, idx in ready:
+            try:
                 conn, stack = _line_take(client.get_redis_connection(node))
             except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
                 for i in idx:  # no connection: nothing was sent there

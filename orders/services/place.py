@@ -14,7 +14,7 @@ from core import admission
 from core.errors import (
     IdempotencyKeyReused, LimitReached, SaleNotActive, SkuNotFound, SoldOut, Unavailable,
 )
-from core.redis import RedisError, run_together
+from core.redis import RedisError, ShardDown, run_together
 from inventory import messages
 from inventory.domain import Reservation
 from inventory.redis import gate
@@ -245,8 +245,9 @@ def _unavailable_after_redis_error(click: _Click, order_id: str, exc: Exception)
 
 
 def _never_sent(exc: Exception) -> bool:
-    # redis-py words a failed connect as "Error N connecting to host:port."
-    return isinstance(exc, RedisError) and "connecting to" in str(exc)
+    # redis-py words a failed connect as "Error N connecting to host:port.";
+    # ShardDown: no node served the slot, or its new instance was being checked.
+    return isinstance(exc, ShardDown) or (isinstance(exc, RedisError) and "connecting to" in str(exc))
 
 
 def _forget(click: _Click, order_id: str) -> None:
