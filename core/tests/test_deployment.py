@@ -124,6 +124,210 @@ def test_compose_refuses_to_start_without_secrets_and_is_valid_with_them():
     assert "127.0.0.1:8000:8000" in valid.stdout
 
 
+# --- The same stack on a Redis Cluster: docker-compose.cluster.yml ---------------------
+
+APP_SERVICES = ("migrate", "web", "worker", "beat")
+CLUSTER_NET_DEFAULT = "${SECKILL_REDIS_CLUSTER_NET:-10.253.53}"
+REDIS_PASSWORD_REF = "${REDIS_PASSWORD:?set REDIS_PASSWORD}"
+
+
+class _Override(dict):
+    """A mapping tagged !override: Compose replaces the base file's value with it."""
+
+
+def _cluster_compose() -> dict:
+    loader = type("ComposeLoader", (yaml.SafeLoader,), {})
+    loader.add_constructor("!override", lambda ld, node: _Override(ld.construct_mapping(node, deep=True)))
+    return yaml.load((ROOT / "docker-compose.cluster.yml").read_text(), Loader=loader)
+
+
+def _redis_nodes(compose: dict) -> dict[str, dict]:
+    import re
+
+    return {name: s for name, s in compose["services"].items() if re.fullmatch(r"redis-\d+", name)}
+
+
+def _node_address(node: dict) -> str:
+    address = node["networks"]["redis-cluster"]["ipv4_address"]
+    assert address.startswith(CLUSTER_NET_DEFAULT + "."), address
+    return address.replace(CLUSTER_NET_DEFAULT, "10.253.53")
+
+
+def _cluster_sh(name: str) -> str:
+    import re
+
+    found = re.search(rf"^{name}=(\d+)$", (ROOT / "scripts/cluster.sh").read_text(), re.M)
+    assert found, f"{name} not in scripts/cluster.sh"
+    return found[1]
+
+
+def test_cluster_override_runs_nine_durable_nodes_that_stop_writing_when_cut_off():
+    """Each node as scripts/cluster runs them (one source of the trade-offs of
+    issue 20): append-only, a master refuses writes without a replica that acked
+    within 2 s, a dead master's slots fail alone; each with its own volume and a
+    fixed address, announcing its service name to clients."""
+    import ipaddress
+
+    compose = _cluster_compose()
+    nodes = _redis_nodes(compose)
+    assert len(nodes) == 9, sorted(nodes)
+    volumes, addresses = set(), set()
+    ipam = compose["networks"]["redis-cluster"]["ipam"]["config"][0]
+    subnet = ipaddress.ip_network(ipam["subnet"].replace(CLUSTER_NET_DEFAULT, "10.253.53"))
+    dynamic = ipaddress.ip_network(ipam["ip_range"].replace(CLUSTER_NET_DEFAULT, "10.253.53"))
+    for name, node in nodes.items():
+        assert node["image"] == _compose()["services"]["redis"]["image"], name
+        cmd = node["command"]
+        assert cmd[0] == "redis-server" and len(cmd) % 2 == 1, cmd
+        opts = dict(zip(cmd[1::2], cmd[2::2]))
+        assert len(opts) == len(cmd) // 2, f"{name}: an option given twice"
+        assert opts["--cluster-enabled"] == "yes" and opts["--cluster-config-file"] == "nodes.conf"
+        assert opts["--appendonly"] == "yes" and opts["--appendfsync"] == "everysec", name
+        assert opts["--min-replicas-to-write"] == _cluster_sh("REDIS_CLUSTER_MIN_REPLICAS") != "0", name
+        assert opts["--min-replicas-max-lag"] == _cluster_sh("REDIS_CLUSTER_MAX_LAG"), name
+        assert opts["--cluster-node-timeout"] == _cluster_sh("REDIS_CLUSTER_NODE_TIMEOUT_MS"), name
+        assert opts["--cluster-require-full-coverage"] == "no", name
+        assert opts["--repl-diskless-sync-delay"] == "0", name
+        # clients (and MOVED) get a name Docker's DNS resolves, not an address
+        assert opts["--cluster-announce-hostname"] == name, name
+        assert opts["--cluster-preferred-endpoint-type"] == "hostname", name
+        assert opts["--requirepass"] == opts["--masterauth"] == REDIS_PASSWORD_REF, name
+        assert "ports" not in node, name
+        [volume] = node["volumes"]
+        source, target = volume.split(":")
+        assert target == "/data" and source in compose["volumes"] and source != "redis-data", volume
+        volumes.add(source)
+        address = ipaddress.ip_address(_node_address(node))
+        # fixed, and outside the range Docker hands out to the app containers
+        assert address in subnet and address not in dynamic, address
+        addresses.add(address)
+    assert len(volumes) == len(addresses) == 9  # none shared
+
+
+def test_cluster_override_points_the_app_at_the_cluster_and_needs_no_single_redis():
+    from seckill_site.settings.env import parse_cluster_credentials, parse_cluster_url
+
+    compose, base = _cluster_compose(), _compose()
+    nodes = _redis_nodes(compose)
+    for name in APP_SERVICES:
+        service = compose["services"][name]
+        url = service["environment"]["REDIS_URL"]
+        assert url.startswith("redis+cluster://") and REDIS_PASSWORD_REF in url, url
+        url = url.replace(REDIS_PASSWORD_REF, "pw")
+        seeds = parse_cluster_url(url)
+        assert len(seeds) >= 3 and all(host in nodes and port == 6379 for host, port in seeds), seeds
+        assert parse_cluster_credentials(url) == (None, "pw")
+        # Compose merges depends_on maps: only a replaced one can leave `redis` out
+        needs = service["depends_on"]
+        assert isinstance(needs, _Override) and "redis" not in needs, needs
+        assert needs["redis-cluster"] == {"condition": "service_completed_successfully"}, name
+        kept = {k: v for k, v in base["services"][name].get("depends_on", base["x-app"]["depends_on"]).items()
+                if k != "redis"}
+        assert kept and all(needs.get(k) == v for k, v in kept.items()), (name, needs)
+        assert set(service["networks"]) == {"default", "redis-cluster"}, name  # MySQL, RabbitMQ and the nodes
+    assert compose["services"]["redis"] == {"profiles": ["single-redis"]}  # not started by `up`
+    assert not any("redis" in s.get("depends_on", {}) for s in compose["services"].values())
+    assert "REDIS_URL" in base["x-app"]["environment"] and "profiles" not in base["services"]["redis"]
+
+
+def test_cluster_override_forms_three_masters_with_two_replicas_each_once():
+    compose = _cluster_compose()
+    nodes = _redis_nodes(compose)
+    job = compose["services"]["redis-cluster"]
+    assert job["restart"] == "no" and job["image"] == _compose()["services"]["redis"]["image"]
+    [mount] = job["volumes"]
+    script, path, mode = mount.split(":")
+    assert (ROOT / script).is_file() and mode == "ro", mount
+    cmd = job["command"]
+    assert cmd[:4] == ["sh", path, "--cluster-replicas", "2"], cmd
+    # every node, by its fixed address; with 2 replicas each, nine nodes make 3 masters
+    assert [a.replace(CLUSTER_NET_DEFAULT, "10.253.53") for a in cmd[4:]] == [
+        f"{_node_address(n)}:6379" for n in nodes.values()]
+    assert len(cmd[4:]) == 3 * (1 + int(_cluster_sh("REDIS_CLUSTER_REPLICAS")))
+    assert job["depends_on"] == {n: {"condition": "service_healthy"} for n in nodes}
+    assert job["environment"]["REDISCLI_AUTH"] == REDIS_PASSWORD_REF  # the password stays out of argv
+
+
+FAKE_REDIS_CLI = r"""#!/bin/sh
+# redis-cli stand-in: each node's state (fresh, formed, partial, unready) in $FAKE/<host:port>
+echo "$*" >> "$FAKE/calls"
+host= port=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --no-auth-warning) shift ;;
+    -h) host="$2"; shift 2 ;;
+    -p) port="$2"; shift 2 ;;
+    *) break ;;
+  esac
+done
+state="$(cat "$FAKE/$host:$port" 2>/dev/null || echo fresh)"
+case "$1 ${2:-}" in
+  "--cluster create") shift 2; for a; do case "$a" in *:*) echo formed > "$FAKE/$a" ;; esac; done ;;
+  "--cluster add-node") echo formed > "$FAKE/$3" ;;
+  "ping ") echo PONG ;;
+  "cluster info")
+    case "$state" in
+      fresh) printf 'cluster_state:fail\r\ncluster_slots_assigned:0\r\ncluster_known_nodes:1\r\n' ;;
+      partial) printf 'cluster_state:fail\r\ncluster_slots_assigned:0\r\ncluster_known_nodes:2\r\n' ;;
+      *) printf 'cluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_slots_ok:16384\r\ncluster_size:3\r\n' ;;
+    esac ;;
+  "info replication")
+    if [ "$state" = unready ]; then good=0; else good=1; fi
+    printf 'role:master\r\nmin_slaves_good_slaves:%s\r\n' "$good" ;;
+  "config get") printf 'min-replicas-to-write\n1\n' ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("states, created, added, ok", [
+    ({}, True, [], True),                                   # nine empty nodes: created
+    ({n: "formed" for n in range(9)}, False, [], True),     # formed: left alone
+    ({**{n: "formed" for n in range(9)}, 4: "fresh"}, False, [4], True),  # a lost volume: rejoins
+    ({0: "partial", 1: "partial"}, False, [], False),       # a create that died halfway: refused
+    ({n: "unready" for n in range(9)}, False, [], False),   # formed, never writable: not "completed"
+])
+def test_the_cluster_forming_job_creates_once_and_waits_until_the_cluster_serves(tmp_path, states, created,
+                                                                               added, ok):
+    """scripts/compose-redis-cluster against a redis-cli that plays the nodes."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "redis-cli").write_text(FAKE_REDIS_CLI)
+    (fake / "redis-cli").chmod(0o755)
+    addresses = [f"10.0.0.{11 + i}:6379" for i in range(9)]
+    for i, state in states.items():
+        (tmp_path / addresses[i]).write_text(state)
+    out = subprocess.run(["sh", "scripts/compose-redis-cluster", "--cluster-replicas", "2", *addresses],
+                         cwd=ROOT, capture_output=True, text=True, timeout=30,
+                         env={"PATH": f"{fake}:{os.environ['PATH']}", "FAKE": str(tmp_path),
+                              "SECKILL_REDIS_FORM_WAIT_S": "1"})
+    calls = (tmp_path / "calls").read_text().splitlines()
+    creates = [c for c in calls if "--cluster create" in c]
+    assert creates == ([f"--no-auth-warning --cluster create {' '.join(addresses)} --cluster-replicas 2 "
+                        "--cluster-yes"] if created else []), calls
+    assert [c.split()[3] for c in calls if "--cluster add-node" in c] == [addresses[i] for i in added], calls
+    assert all(c.endswith(f"{addresses[0]} --cluster-slave") for c in calls if "add-node" in c), calls
+    assert (out.returncode == 0) == ok, out.stdout + out.stderr
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
+def test_cluster_override_is_valid_with_the_base_file():
+    import json
+
+    files = ["-f", "docker-compose.yml", "-f", "docker-compose.cluster.yml"]
+    secrets = {k: "x" for k in ("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "MARIADB_PASSWORD", "REDIS_PASSWORD",
+                                "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD")}
+    out = subprocess.run(["docker-compose", *files, "config", "--format", "json"], cwd=ROOT, capture_output=True,
+                         text=True, env={"PATH": os.environ["PATH"], **secrets})
+    assert out.returncode == 0, out.stderr
+    services = json.loads(out.stdout)["services"]
+    assert "redis" not in services  # its profile is not active
+    for name in APP_SERVICES:
+        assert "redis" not in services[name]["depends_on"] and "redis-cluster" in services[name]["depends_on"]
+        assert services[name]["environment"]["REDIS_URL"] == (
+            "redis+cluster://:x@redis-1:6379,redis-2:6379,redis-3:6379")
+    assert services["redis-1"]["networks"]["redis-cluster"]["ipv4_address"] == "10.253.53.11"
+
+
 def test_production_migrate_step_makes_the_admin_and_refuses_demo_data(live_db):
     """The compose migrate step's commands under the production settings
     themselves (against the test database): seed_demo is refused, ensure_admin
