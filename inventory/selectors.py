@@ -37,6 +37,13 @@ def sku_ids_live() -> list[str]:
                 .values_list("sku_id", flat=True))
 
 
+def sku_ids_live_warmed() -> list[str]:
+    """Live SKUs Redis held at some time (epoch > 0): a new Redis instance may
+    have lost reservations of theirs; the others load at once, as always."""
+    return list(Sku.objects.exclude(status=Sku.Status.ENDED)
+                .filter(redis_dropped_at__isnull=True, redis_epoch__gt=0).values_list("sku_id", flat=True))
+
+
 def sku_ids_sweepable() -> list[str]:
     """SKUs the sweeps visit: the live ones, the ones that ended recently while
     reservations of theirs are still in flight (a reservation accepted before

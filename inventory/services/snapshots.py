@@ -171,7 +171,7 @@ def snapshots_distrust(shard: Shard) -> None:
     # has there too, so their rebuild waits behind the queue with the claims'
     # (a SKU with a snapshot now was fenced above or loaded since: left alone).
     r = redis()
-    for sku_id in selectors.sku_ids_live():
+    for sku_id in selectors.sku_ids_live_warmed():
         if shard_of(r, redis_keys.sku_keys(sku_id).stock).name == shard.name:
             raised = redis_snapshots.fence_raise(sku_id=sku_id, delay_ms=fence_delay_ms())
             if raised is not None:
