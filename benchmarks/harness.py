@@ -37,20 +37,42 @@ def progress(msg: str) -> None:
 
 
 def configure(*, db_name: str, redis_db: int, queue: str, web_db_user: str | None = None,
-              extra_env: dict[str, str] | None = None) -> None:
-    """Point this process (and the servers it starts) at a store set of its own."""
+              extra_env: dict[str, str] | None = None, redis_url: str | None = None,
+              redis_prefix: str | None = None) -> None:
+    """Point this process (and the servers it starts) at a store set of its own:
+    Redis database `redis_db` of the single Redis, or `redis_url` (a Redis
+    Cluster, redis+cluster://..., which has database 0 only: give it a
+    `redis_prefix` of its own, SECKILL_REDIS_PREFIX)."""
     global DB_NAME, WEB_DB_USER
     DB_NAME, WEB_DB_USER = db_name, web_db_user or f"{db_name}_web"
     os.environ.update(
         DJANGO_SETTINGS_MODULE="seckill_site.settings.local",
         DATABASE_URL=f"mysql://root:@127.0.0.1:3306/{db_name}",
-        REDIS_URL=f"redis://127.0.0.1:6379/{redis_db}",
+        REDIS_URL=redis_url or f"redis://127.0.0.1:6379/{redis_db}",
         SECKILL_QUEUE=queue,
         SECKILL_BENCH_ENDPOINTS="1",
         DJANGO_LOG_LEVEL="WARNING",
+        **({"SECKILL_REDIS_PREFIX": redis_prefix} if redis_prefix else {}),
         **(extra_env or {}),
     )
     sys.path.insert(0, str(ROOT))
+
+
+CLUSTER_HOST = "127.0.0.1"
+CLUSTER_NODES = 9  # bash scripts/cluster: 3 masters x 2 replicas on base..base+8
+
+
+def cluster_base() -> int:
+    """The local cluster's first port: SECKILL_REDIS_CLUSTER_BASE, as bash
+    scripts/cluster reads it (7000 by default, the standard cluster)."""
+    return int(os.environ.get("SECKILL_REDIS_CLUSTER_BASE") or 7000)
+
+
+def cluster_url(base: int | None = None) -> str:
+    """REDIS_URL of the local cluster on `base` (every node a seed: any that
+    answers gives the layout)."""
+    base = cluster_base() if base is None else base
+    return "redis+cluster://" + ",".join(f"{CLUSTER_HOST}:{base + i}" for i in range(CLUSTER_NODES))
 
 
 def fresh_stores() -> None:
@@ -73,10 +95,9 @@ def fresh_stores() -> None:
     django.setup()
     from django.conf import settings
     from django.core.management import call_command
-    from django_redis import get_redis_connection
 
     call_command("migrate", verbosity=0)
-    get_redis_connection("default").flushdb()
+    redis_fresh()
     from seckill_site.celery import app
 
     with app.connection_for_write() as c:
@@ -85,6 +106,27 @@ def fresh_stores() -> None:
                 c.channel().queue_delete(q)
             except Exception:
                 pass
+
+
+def redis_fresh() -> None:
+    """Empty this run's Redis: its database of the single Redis (FLUSHDB), or
+    on a cluster (shared, database 0 only) the keys of its own prefix, never a
+    FLUSH. Then check every shard as new, as a process meeting it would, and
+    lift the claims fence that check raises: nothing was in flight, and left
+    standing it would answer the first purchases 503 until its message came
+    out of the confirm queue."""
+    from accounts import token_cache
+    from core.redis import clustered, forget_everything, instance_check, redis, shards
+    from inventory.redis import snapshots
+
+    if clustered():
+        forget_everything()
+    else:
+        redis().flushdb()
+    for shard in shards():
+        instance_check(shard, recorded_only=True)
+        shard.client.delete(token_cache.claims_fence_key(shard.tag))
+        snapshots.fence_forget(sku_id=token_cache.CLAIMS_FENCE_PREFIX + shard.tag)
 
 
 def make_buyers(n: int) -> list[str]:
@@ -101,12 +143,64 @@ def make_buyers(n: int) -> list[str]:
         return [Token.objects.create(user=u).key for u in users]
 
 
-def new_sku(stock: int, limit: int = 10, prefix: str = "BENCH") -> str:
+def new_sku(stock: int, limit: int = 10, prefix: str = "BENCH", sku_id: str | None = None) -> str:
     from inventory.services.skus import sku_create
 
-    sku_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    sku_id = sku_id or f"{prefix}-{uuid.uuid4().hex[:8]}"
     sku_create(sku_id=sku_id, stock=stock, per_user_limit=limit, actor="bench")
     return sku_id
+
+
+def redis_masters() -> list[str]:
+    """The nodes that serve the gate's slots now: the one Redis, or each
+    master of the cluster (host:port), sorted."""
+    from core.redis import shards
+
+    return sorted({shard.name for shard in shards()})
+
+
+def master_of(sku_id: str) -> str:
+    """The node serving the SKU's keys now (its hash tag's slot)."""
+    from core.redis import redis, shard_of
+    from inventory.redis.keys import sku_keys
+
+    return shard_of(redis(), sku_keys(sku_id).stock).name
+
+
+def split_stock(total: int, parts: int) -> list[int]:
+    """`total` units in `parts` shares as even as they go (the first ones a unit more)."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def new_skus(stock: int | list[int], limit: int = 10, prefix: str = "BENCH") -> list[str]:
+    """New SKUs, one on each master (one SKU on the single Redis), in the
+    order of redis_masters(), each with `stock` (or the stock of its place in
+    the list): the ids are drawn until each master holds one (a SKU's keys
+    share the hash tag {<sku id>}, whose slot says the master)."""
+    masters = redis_masters()
+    stocks = stock if isinstance(stock, list) else [stock] * len(masters)
+    if len(stocks) != len(masters):
+        raise ValueError(f"{len(stocks)} stocks for {len(masters)} masters")
+    if len(masters) == 1:
+        return [new_sku(stocks[0], limit, prefix)]
+    chosen: dict[str, str] = {}
+    while len(chosen) < len(masters):
+        sku_id = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        chosen.setdefault(master_of(sku_id), sku_id)
+    return [new_sku(n, limit, sku_id=chosen[m]) for m, n in zip(masters, stocks)]
+
+
+def evalsha_calls() -> dict[str, int]:
+    """EVALSHA calls each master served so far (INFO commandstats): every
+    script, the token's authorize and key claim as well as reserve, and every
+    other client of that Redis."""
+    from core.redis import shards
+
+    out = {}
+    for shard in shards():
+        stats = shard.client.info("commandstats")
+        out[shard.name] = int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+    return out
 
 
 def web_statements() -> int:
@@ -340,11 +434,60 @@ def _tree(table: dict[int, tuple[int, str, float]], root: int) -> set[int]:
     return out
 
 
+class _RedisPids:
+    def __init__(self) -> None:
+        self.ports: set[int] | None = None  # the ports of this run's Redis servers, once known
+        self.pids: dict[int, int] = {}  # pid -> port
+
+
+_redis_pids = _RedisPids()
+
+
+def _redis_ports() -> set[int]:
+    """The ports of the Redis this run uses: the one server of REDIS_URL, or
+    every node of the cluster (replicas too: replication is part of the cost)."""
+    from core.redis import clustered, redis
+
+    if clustered():
+        return {node.port for node in redis().get_nodes()}
+    return {int(redis().connection_pool.connection_kwargs.get("port", 6379))}
+
+
+def _our_redis(table: dict[int, tuple[int, str, float]]) -> dict[int, int] | None:
+    """The pids of this run's Redis servers, told apart from the machine's
+    other redis-server processes (several clusters may run beside the single
+    Redis) by the port in their title ("redis-server 127.0.0.1:7000 [cluster]"),
+    each with its port; None (count every redis-server) before Django is set
+    up or when none is found."""
+    if _redis_pids.pids and all(p in table for p in _redis_pids.pids):
+        return _redis_pids.pids
+    try:
+        if _redis_pids.ports is None:
+            _redis_pids.ports = _redis_ports()
+    except Exception:  # noqa: BLE001  (Django not set up yet, a Redis not answering: count them all)
+        return None
+    found = {}
+    for pid, (_, name, _) in table.items():
+        if name != "redis-server":
+            continue
+        try:
+            title = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        port = title.split()[1].rpartition(":")[2] if len(title.split()) > 1 else ""
+        if port.isdigit() and int(port) in _redis_pids.ports:
+            found[pid] = int(port)
+    _redis_pids.pids = found
+    return found or None
+
+
 def cpu_seconds() -> dict[str, float]:
     """CPU time used so far: the servers this run started (web, worker) by
     their pids and descendants, whatever program they run; the shared stores by
     name; the load generator as this process plus the generator processes it
-    ran and reaped (wrk, forked asyncio clients: benchmarks.loadgen counts them)."""
+    ran and reaped (wrk, forked asyncio clients: benchmarks.loadgen counts them).
+    Of the redis-server processes, only this run's Redis (_our_redis), also
+    each node alone as "redis:<port>"."""
     from benchmarks import loadgen
 
     table = _proc_table()
@@ -355,37 +498,49 @@ def cpu_seconds() -> dict[str, float]:
             pids = _tree(table, server.p.pid) - mine
             mine |= pids
             out[server.group] = out.get(server.group, 0.0) + sum(table[p][2] for p in pids)
+    ours = _our_redis(table)
     for pid, (_, name, secs) in table.items():
         group = SYSTEM_GROUPS.get(name)
+        if group == "redis" and ours is not None and pid not in ours:
+            continue  # another Redis on the machine (the other clusters, the single one)
         if group and pid not in mine:
             out[group] += secs
+    for pid, port in (ours or {}).items():  # and each of them alone (a cluster's nodes)
+        out[f"redis:{port}"] = table[pid][2]
     out["loadgen"] = time.process_time() + loadgen.child_cpu_seconds()
     return out
 
 
 def cpu_delta(before: dict[str, float]) -> dict[str, float]:
     after = cpu_seconds()
-    return {k: after[k] - before[k] for k in after}
+    return {k: after[k] - before.get(k, 0.0) for k in after}
 
 
 def format_cpu(delta: dict[str, float]) -> str:
-    return ", ".join(f"{k} {v:.1f}s" for k, v in delta.items())
+    return ", ".join(f"{k} {v:.1f}s" for k, v in delta.items() if not k.startswith("redis:"))
 
 
 # --- load -----------------------------------------------------------------------------
 
-def order_requests(path: str, tokens: list[str], sku_id: str, used: dict[int, str] | None = None,
+def order_bodies(sku_ids: str | list[str]) -> list[bytes]:
+    """The purchase body of each SKU (one unit)."""
+    return [json.dumps({"sku_id": s, "quantity": 1}).encode()
+            for s in ([sku_ids] if isinstance(sku_ids, str) else sku_ids)]
+
+
+def order_requests(path: str, tokens: list[str], sku_id: str | list[str], used: dict[int, str] | None = None,
                    seed: int = 7, key_prefix: str | None = None):
-    body = json.dumps({"sku_id": sku_id, "quantity": 1}).encode()
+    """Purchases of one SKU, or of several in turn (request i buys sku_id[i % n])."""
+    bodies = order_bodies(sku_id)
     rnd = random.Random(seed)
-    prefix = key_prefix or sku_id
+    prefix = key_prefix or (sku_id if isinstance(sku_id, str) else sku_id[0])
 
     def make(i: int):
         token = rnd.choice(tokens)
         if used is not None:
             used[i] = token
         return ("POST", path, {"Authorization": f"Token {token}", "Content-Type": "application/json",
-                               "Idempotency-Key": f"{prefix}-{i}"}, body)
+                               "Idempotency-Key": f"{prefix}-{i}"}, bodies[i % len(bodies)])
 
     return make
 
@@ -395,6 +550,17 @@ def accepted_ids(results) -> set[str]:
     for r in results:
         if r.status == 202:
             out.add(json.loads(r.body)["order_id"])
+    return out
+
+
+def accepted_skus(results, sku_ids: list[str] | None = None) -> dict[str, str]:
+    """order id -> SKU id of every 202: the SKU the body names, else the one
+    request i bought (sku_ids[i % n], as order_requests sends them)."""
+    out = {}
+    for r in results:
+        if r.status == 202:
+            body = json.loads(r.body)
+            out[body["order_id"]] = body.get("sku_id") or sku_ids[r.index % len(sku_ids)]
     return out
 
 

@@ -2,6 +2,7 @@
 MariaDB/Redis/RabbitMQ on loopback.
 
     bash scripts/bench [--quick] [--rounds N] [--phase-seconds S] [--server granian|gunicorn|uwsgi]
+                       [--cluster | --cluster-url redis+cluster://HOST:PORT[,...]]
 
 --server picks the HTTP server of the web tier and of its floor: granian
 through the project's launcher (python -m seckill_site.serve, the default, as
@@ -46,6 +47,21 @@ the naive MySQL-only path; the backlog (the worker stopped during a 20 000-unit
 sale with beat sweeping, then started: drain_rate); every unit and order of
 every SKU checked in both stores. The last line is the key=value summary of
 API.md.
+
+--cluster runs the same on the local Redis Cluster (bash scripts/cluster: the
+one on 7000, or on SECKILL_REDIS_CLUSTER_BASE; --cluster-url names another).
+A cluster has database 0 only and is shared: the benchmark's keys live under
+the prefix seckill-bench and are removed key by key at the start
+(core.redis.forget_everything), never by a FLUSH. Every sale's SKUs are one per
+master (ids drawn until each master's slots hold one; a SKU's keys share the
+hash tag {<sku id>}), its requests to them in turn: the selling phase sells
+three SKUs, the sold-out phase clicks three sold-out ones, the whole sale and
+the backlog split their stock over them. The summary adds redis_nodes= (the
+masters) and hot_node_share= (the largest share of the reserve calls one master
+served). Those are counted from their results: each 202 of the gate's sales
+names its SKU, whose slot names its master. INFO commandstats counts every
+EVALSHA (the token's authorize and key claim as well), of every client of the
+node: printed beside, it cannot tell the reserves apart.
 """
 from __future__ import annotations
 
@@ -61,12 +77,37 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import harness  # noqa: E402
-from benchmarks.harness import HOST, accepted_ids, cpu_delta, cpu_seconds, order_requests, progress, say  # noqa: E402
+from benchmarks.harness import (HOST, accepted_skus, cpu_delta, cpu_seconds, order_requests,  # noqa: E402
+                                progress, say)
 
 DB_NAME = "seckill_bench"
+REDIS_DB = 5
+# On a cluster (database 0 only, shared with the suite and the fault runs):
+# every key of the benchmark's under this prefix, removed key by key
+# (core.redis.forget_everything), never a FLUSH.
+CLUSTER_PREFIX = "seckill-bench"
+
+
+def _cluster_choice(argv: list[str]) -> str | None:
+    """The cluster's REDIS_URL when --cluster or --cluster-url is given (read
+    before Django starts: the settings are made from the environment)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--cluster", action="store_true")
+    pre.add_argument("--cluster-url", default=None)
+    known, _ = pre.parse_known_args(argv)
+    if known.cluster_url:
+        if not known.cluster_url.startswith("redis+cluster://"):
+            raise SystemExit(f"--cluster-url: expected redis+cluster://host:port[,host:port...], "
+                             f"got {known.cluster_url!r}")
+        return known.cluster_url
+    return harness.cluster_url() if known.cluster else None
+
+
+CLUSTER_URL = _cluster_choice(sys.argv[1:])
 # Throttling off: the load generator's buyers click far faster than 10/s each.
-harness.configure(db_name=DB_NAME, redis_db=5, queue="seckill-bench", web_db_user="seckill_bench_web",
-                  extra_env={"SECKILL_THROTTLE_RATE": "0"})
+harness.configure(db_name=DB_NAME, redis_db=REDIS_DB, queue="seckill-bench", web_db_user="seckill_bench_web",
+                  extra_env={"SECKILL_THROTTLE_RATE": "0"}, redis_url=CLUSTER_URL,
+                  redis_prefix=CLUSTER_PREFIX if CLUSTER_URL else None)
 
 from benchmarks import loadgen, wrk  # noqa: E402
 
@@ -87,11 +128,11 @@ LOADGEN_LIMIT = 0.4
 
 class Phase:
     def __init__(self, name: str, s: dict, cpu: dict[str, float], seconds: float, generator: str,
-                 accepted: set[str] | None = None, owned: list[tuple[str, str]] | None = None,
+                 accepted: dict[str, str] | None = None, owned: list[tuple[str, str]] | None = None,
                  last_ok: float | None = None):
         self.name, self.generator = name, generator
-        # the order ids of the 202s, their owners' tokens (None: ask MySQL) and
-        # when the last 202 came, for a phase that sells
+        # the order ids of the 202s (-> the SKU each bought), their owners'
+        # tokens (None: ask MySQL) and when the last 202 came, for a phase that sells
         self.accepted, self.owned, self.last_ok = accepted, owned, last_ok
         self.p50, self.p99 = s["p50_ms"], s["p99_ms"]
         self.statuses = s["by_status"]
@@ -146,12 +187,14 @@ class Load:
         self.make, self.wrk_args, self.shared, self.jobs, self.record = make, wrk_args, shared, jobs, record
 
 
-def order_load(path: str, tokens: list[str], sku_id: str, *, key_prefix: str, record: bool = False,
+def order_load(path: str, tokens: list[str], sku_ids: list[str], *, key_prefix: str, record: bool = False,
                seed: int = 7) -> Load:
-    body = json.dumps({"sku_id": sku_id, "quantity": 1}).encode()
+    """Purchases of the SKUs in turn (one SKU on the single Redis, one per
+    master on a cluster)."""
     used: dict[int, str] | None = {} if record else None
-    return Load(order_requests(path, tokens, sku_id, used, seed=seed, key_prefix=key_prefix),
-                {"path": path, "tokens": tokens, "body": body, "key_prefix": key_prefix}, shared=used, record=record)
+    return Load(order_requests(path, tokens, sku_ids, used, seed=seed, key_prefix=key_prefix),
+                {"path": path, "tokens": tokens, "bodies": harness.order_bodies(sku_ids), "key_prefix": key_prefix},
+                shared=used, record=record)
 
 
 # Below this many jobs the asyncio client sends the list (wrk needs a share
@@ -175,7 +218,8 @@ def drive(gen: str, port: int, load: Load, *, concurrency: int, seconds: float) 
                 # wrk reads each answer in its Lua, which cannot tell which
                 # connection (so which token) it belongs to: the owners come
                 # from MySQL once the orders are there (owners_from_mysql)
-                sold = {"accepted": set(s.pop("order_ids")), "owned": None, "last_ok": time.perf_counter()}
+                s.pop("order_ids")
+                sold = {"accepted": s.pop("order_skus"), "owned": None, "last_ok": time.perf_counter()}
             return s, sold
         except (OSError, RuntimeError) as exc:
             say(f"    wrk failed ({exc}); the asyncio client drives from now on")
@@ -190,7 +234,7 @@ def drive(gen: str, port: int, load: Load, *, concurrency: int, seconds: float) 
         SHOWN_503.append(refused)
         say(f"    (the body of the first 503: {refused[:200]!r})")
     if load.record:
-        sold = {"accepted": accepted_ids(results), "owned": owned_orders(results, load.shared),
+        sold = {"accepted": accepted_skus(results), "owned": owned_orders(results, load.shared),
                 "last_ok": max((x.finished for x in results if x.status == 202), default=time.perf_counter())}
     return loadgen.summarize(results), sold
 
@@ -227,7 +271,7 @@ def run_phase(name: str, port: int, load: Load, *, concurrency: int, seconds: fl
 
 
 def choose_generators(loads: dict[str, tuple[int, Load]], concurrency: int, seconds: float = 2,
-                      sold: set[str] | None = None, passes: int = 2) -> None:
+                      sold: dict[str, str] | None = None, passes: int = 2) -> None:
     """Drive each phase briefly with every generator (wrk, the asyncio client
     in one process, in one per core) and print what each reaches: a generator
     that is the limit reaches less. Each gets `passes` tries, in alternating
@@ -247,7 +291,7 @@ def choose_generators(loads: dict[str, tuple[int, Load]], concurrency: int, seco
                 failed = len(WRK_FAILED)
                 s, got = drive(gen, port, load, concurrency=concurrency, seconds=seconds)
                 if got and sold is not None:
-                    sold |= got["accepted"]
+                    sold.update(got["accepted"])
                 if len(WRK_FAILED) == failed:  # else it fell back: that figure was the asyncio client's
                     rates[gen] = max(rates.get(gen, 0.0), served_rps(s))
         best = max(rates, key=rates.get)
@@ -306,14 +350,44 @@ def tokens_by_user(tokens: list[str]) -> dict[int, str]:
     return dict(Token.objects.filter(key__in=tokens).values_list("user_id", "key"))
 
 
-def owners_from_mysql(sku_id: str, accepted: set[str], token_of: dict[int, str]) -> list[tuple[str, str]]:
+def owners_from_mysql(sku_ids: str | list[str], accepted, token_of: dict[int, str]) -> list[tuple[str, str]]:
     """(order id, owner's token) of the accepted orders MySQL holds (all of
     them once every acceptance is confirmed; one missing is a lost order, which
     the consistency check reports)."""
     from orders.models import Order
 
-    rows = Order.objects.filter(sku_id=sku_id).values_list("order_id", "user_id").order_by("order_id")
+    sku_ids = [sku_ids] if isinstance(sku_ids, str) else sku_ids
+
+    rows = Order.objects.filter(sku_id__in=sku_ids).values_list("order_id", "user_id").order_by("order_id")
     return [(oid, token_of[uid]) for oid, uid in rows if oid in accepted]
+
+
+def by_sku(accepted: dict[str, str], sku_ids: list[str]) -> dict[str, set[str]]:
+    """The accepted order ids of each SKU (the 202s' bodies name it)."""
+    out: dict[str, set[str]] = {s: set() for s in sku_ids}
+    for oid, sku_id in accepted.items():
+        if sku_id not in out:
+            raise SystemExit(f"a 202 for {sku_id!r} (order {oid}), which this sale did not offer")
+        out[sku_id].add(oid)
+    return out
+
+
+def wait_locked_all(accepted: dict[str, set[str]], timeout: float = 120) -> float | None:
+    """wait_locked for every SKU of a sale at once: when MySQL had taken all
+    their accepted units (perf_counter), or None on timeout."""
+    from inventory.models import Sku
+
+    if len(accepted) == 1:
+        (sku_id, ids), = accepted.items()
+        return wait_locked(sku_id, len(ids), timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = Sku.objects.filter(pk__in=list(accepted)).values_list(
+            "sku_id", "total_stock", "available_stock", "frozen_stock")
+        if all(total - available - frozen >= len(accepted[sku_id]) for sku_id, total, available, frozen in rows):
+            return time.perf_counter()
+        time.sleep(0.02)
+    return None
 
 
 def wait_locked(sku_id: str, units: int, timeout: float = 120) -> float | None:
@@ -374,9 +448,11 @@ def wait_quiet(sku_ids: list[str], timeout: float) -> bool:
     return False
 
 
-def check_sku(sku_id: str, stock: int, accepted: set[str], *, gate: bool) -> dict:
+def check_sku(sku_id: str, stock: int, accepted, *, gate: bool) -> dict:
     """Every unit and order of the SKU in both stores: the buckets add up and
-    match the orders, Redis equals MySQL, no accepted order lost, none extra."""
+    match the orders, Redis equals MySQL, no accepted order lost, none extra.
+    `accepted`: the order ids of its 202s (a set, or a Phase's order -> SKU dict)."""
+    accepted = set(accepted)
     from inventory.redis import live as redis_live
     from inventory.models import InventoryLog, Sku
     from orders.models import Order
@@ -387,10 +463,16 @@ def check_sku(sku_id: str, stock: int, accepted: set[str], *, gate: bool) -> dic
     ids = set(orders.values_list("order_id", flat=True))
     by = {s: orders.filter(status=s).count() for s in ("PENDING_PAYMENT", "PAID", "CANCELLED", "EXPIRED")}
     decr = InventoryLog.objects.filter(sku_id=sku_id, operation="DECR").exclude(order_id__isnull=True)
+    # A reservation whose publish was not confirmed in time is released and
+    # answered 503 (nothing taken): its sale log row stays, failed, with no order.
+    decr_ids = list(decr.values_list("order_id", "status"))
+    released = [oid for oid, _ in decr_ids if oid not in ids]
+    released_ok = all(st == "fail" for oid, st in decr_ids if oid not in ids) and not set(released) & accepted
     balanced = sku.total_stock == sku.available_stock + sku.frozen_stock + sku.locked_stock + sku.sold_stock
     given_back = by["CANCELLED"] + by["EXPIRED"]
     sold = len(ids)
-    ok = (balanced and accepted == ids and decr.count() == len(ids) and sku.locked_stock == by["PENDING_PAYMENT"]
+    ok = (balanced and accepted == ids and len(decr_ids) - len(released) == len(ids) and released_ok
+          and sku.locked_stock == by["PENDING_PAYMENT"]
           and sku.sold_stock == by["PAID"] and sku.available_stock == stock - sold + given_back
           and (live is None or (live.available == sku.available_stock and live.inflight == 0)))
     return {
@@ -398,8 +480,57 @@ def check_sku(sku_id: str, stock: int, accepted: set[str], *, gate: bool) -> dic
         "sold": sku.sold_stock, "redis_available": live.available if live else None, "orders": len(ids),
         **{k.lower(): v for k, v in by.items()}, "balanced": balanced,
         "oversold": max(0, by["PENDING_PAYMENT"] + by["PAID"] - stock), "lost": len(accepted - ids),
-        "phantom": len(ids - accepted), "ok": ok,
+        "phantom": len(ids - accepted), **({"released": len(released)} if released else {}), "ok": ok,
     }
+
+
+def node_shares(sale_skus: list[tuple[str, int, set[str]]], selling: set[str], masters: list[str],
+                evalsha0: dict[str, int], selling_rows: list[Phase]) -> float:
+    """Print, per master, the reserve calls it served and their share; return
+    the largest share (hot_node_share). A reserve call is counted from its
+    result: each 202 of the gate's sales names its SKU, and the SKU's hash tag
+    names the master serving it (now, checked against the run's start).
+    INFO commandstats is printed beside, for what it is: EVALSHA of every
+    script (the token's authorize and key claim too) and of every client of
+    that node, so it cannot tell the reserves apart. Then each node's CPU per
+    selling click (the masters', and their replicas' together)."""
+    reserves = {m: 0 for m in masters}
+    in_selling = {m: 0 for m in masters}
+    skus = {m: 0 for m in masters}
+    for sku_id, _, accepted in sale_skus:
+        node = harness.master_of(sku_id)
+        if node not in reserves:
+            say(f"    !! {sku_id} is on {node} now, no master at the start: a failover during the run")
+            reserves[node] = in_selling[node] = skus[node] = 0
+        reserves[node] += len(accepted)
+        skus[node] += 1
+        if sku_id in selling:
+            in_selling[node] += len(accepted)
+    total, sold = max(1, sum(reserves.values())), max(1, sum(in_selling.values()))
+    evalsha = harness.evalsha_calls()
+    say(f"    {'master':<18} {'SKUs':>5} {'reserves (202s)':>16} {'share':>6}   {'selling phases':>14} "
+        f"{'share':>6}   EVALSHA, every script and client")
+    for node in reserves:
+        say(f"    {node:<18} {skus[node]:>5} {reserves[node]:>16} {reserves[node] / total:>6.1%}   "
+            f"{in_selling[node]:>14} {in_selling[node] / sold:>6.1%}   "
+            f"{evalsha.get(node, 0) - evalsha0.get(node, 0)}")
+    say("    (a reserve call counted from its result: every 202 of the gate's sales, by the master of its SKU's "
+        "slot; sold-out clicks are not counted, the web's sold-out memo answers most of them without Redis)")
+    clicks = max(1, sum(p.requests for p in selling_rows))
+    secs = max(1e-9, sum(p.seconds for p in selling_rows))
+    per_node: dict[str, float] = {}
+    for p in selling_rows:
+        for k, v in p.cpu_s.items():
+            if k.startswith("redis:"):
+                per_node[k.split(":", 1)[1]] = per_node.get(k.split(":", 1)[1], 0.0) + v
+    ports = {m.rpartition(":")[2] for m in masters}
+    replicas = {port: v for port, v in per_node.items() if port not in ports}
+    say("    Redis CPU in the selling phases, ms per click (share of one core): "
+        + ", ".join(f"master {m} {1000 * per_node.get(m.rpartition(':')[2], 0.0) / clicks:.3f} "
+                    f"({per_node.get(m.rpartition(':')[2], 0.0) / secs:.0%})" for m in masters)
+        + f"; {len(replicas)} replicas {1000 * sum(replicas.values()) / clicks:.3f} "
+          f"({sum(replicas.values()) / secs:.0%} together)")
+    return max(reserves.values()) / total
 
 
 # --- main ------------------------------------------------------------------------------------
@@ -420,6 +551,12 @@ def main() -> int:
     ap.add_argument("--buyers", type=int, default=2000)
     ap.add_argument("--backlog", type=int, default=None, help="units sold while the worker is down")
     ap.add_argument("--skip", default="", help="comma-separated: whole, backlog")
+    ap.add_argument("--cluster", action="store_true",
+                    help="on the local Redis Cluster (bash scripts/cluster; its base port "
+                         "SECKILL_REDIS_CLUSTER_BASE, 7000 by default), the SKUs of every sale spread over its "
+                         f"masters, the keys under the prefix {CLUSTER_PREFIX}")
+    ap.add_argument("--cluster-url", default=None, metavar="redis+cluster://HOST:PORT[,...]",
+                    help="on this Redis Cluster instead (implies --cluster)")
     args = ap.parse_args()
     rounds = args.rounds or (2 if args.quick else 4)
     secs = args.phase_seconds or (3.0 if args.quick else 6.0)
@@ -428,8 +565,17 @@ def main() -> int:
     skip = set(filter(None, args.skip.split(",")))
     c = args.concurrency
 
-    say(f"setting up a fresh database {DB_NAME}, Redis db 5 and queue seckill-bench ...")
+    if CLUSTER_URL:
+        say(f"setting up a fresh database {DB_NAME}, the keys {CLUSTER_PREFIX}:* of the Redis Cluster "
+            f"{CLUSTER_URL} and queue seckill-bench ...")
+    else:
+        say(f"setting up a fresh database {DB_NAME}, Redis db {REDIS_DB} and queue seckill-bench ...")
     harness.fresh_stores()
+    masters = harness.redis_masters()
+    if CLUSTER_URL:
+        say(f"    {len(masters)} masters ({', '.join(masters)}); every sale's SKUs one per master, "
+            "its requests to each in turn")
+    evalsha0 = harness.evalsha_calls() if CLUSTER_URL else {}
     tokens = harness.make_buyers(args.buyers)
     token_of = tokens_by_user(tokens)
     port, floor_port = 18000 + random.randint(0, 499), 18500 + random.randint(0, 499)
@@ -453,25 +599,27 @@ def main() -> int:
     summary: dict[str, float] = {}
     checks: list[dict] = []
     sale_skus: list[tuple[str, int, set[str]]] = []
+    selling_skus: set[str] = set()
     rows: dict[str, list[Phase]] = {k: [] for k in PHASES}
     lags: list[float] = []
     statements = clicks = 0
     try:
-        warm = harness.new_sku(10 ** 6)
-        out = harness.new_sku(1, limit=10)
-        loadgen.run(host=HOST, port=port, concurrency=c, total_requests=20,
+        # the baseline's SKU: it takes nothing
+        warm = [harness.new_sku(10 ** 6)]
+        out = harness.new_skus(1, limit=10)
+        loadgen.run(host=HOST, port=port, concurrency=c, total_requests=20 * len(out),
                     make_request=order_requests("/api/v1/orders", tokens, out, key_prefix="sell-out"))
         # the warm-up (token records, code paths) measures the generators, too
         say("\n[0] the load generator per phase, by measurement")
-        warm_sale = harness.new_sku(10 ** 6, limit=10 ** 6)
-        warm_sold: set[str] = set()
+        warm_sale = harness.new_skus(10 ** 6, limit=10 ** 6)
+        warm_sold: dict[str, str] = {}
         choose_generators({
             "baseline": (port, order_load("/api/v1/baseline", tokens, warm, key_prefix="warm-b")),
             "floor": (floor_port, floor_requests(tokens, key_prefix="warm-f")),
             "selling": (port, order_load("/api/v1/orders", tokens, warm_sale, key_prefix="warm-s", record=True)),
             "sold out": (port, order_load("/api/v1/orders", tokens, out, key_prefix="warm-o")),
         }, c, sold=warm_sold)
-        sale_skus.append((warm_sale, 10 ** 6, warm_sold))
+        sale_skus.extend((s, 10 ** 6, ids) for s, ids in by_sku(warm_sold, warm_sale).items())
 
         say(f"\n[1] {rounds} interleaved rounds of {secs:.0f} s phases, {c} connections, "
             f"{args.web_workers} web processes ({args.server}, {webserver.SLOTS} requests running and up to "
@@ -485,22 +633,23 @@ def main() -> int:
             rows["gunicorn floor"].append(run_phase(
                 "gunicorn floor", gfloor_port, floor_requests(tokens, key_prefix=f"g{r}"), concurrency=c, seconds=secs))
             stock = 10 ** 5
-            sku = harness.new_sku(stock, limit=10 ** 6)
+            skus = harness.new_skus(stock, limit=10 ** 6)
             before = harness.web_statements()
-            sell = run_phase("selling", port, order_load("/api/v1/orders", tokens, sku, record=True, seed=r,
+            sell = run_phase("selling", port, order_load("/api/v1/orders", tokens, skus, record=True, seed=r,
                                                          key_prefix=f"s{r}"), concurrency=c, seconds=secs)
             rows["selling"].append(sell)
-            accepted = sell.accepted
-            done = wait_locked(sku, len(accepted))
+            accepted = by_sku(sell.accepted, skus)
+            done = wait_locked_all(accepted)
             lags.append((done - sell.last_ok) if done else float("nan"))
-            owned = sell.owned if sell.owned is not None else owners_from_mysql(sku, accepted, token_of)
+            owned = sell.owned if sell.owned is not None else owners_from_mysql(skus, sell.accepted, token_of)
             soldout = run_phase("sold out", port, order_load("/api/v1/orders", tokens, out, key_prefix=f"o{r}"),
                                 concurrency=c, seconds=secs)
             rows["sold out"].append(soldout)
             statements += harness.web_statements() - before
             clicks += sell.requests + soldout.requests
             rows["pay"].append(run_phase("pay", port, pay_load(owned, seed=r), concurrency=c, seconds=secs))
-            sale_skus.append((sku, stock, accepted))
+            sale_skus.extend((s, stock, ids) for s, ids in accepted.items())
+            selling_skus.update(skus)
             for name in PHASES:
                 say(f"    r{r + 1} " + rows[name][-1].line())
 
@@ -559,40 +708,52 @@ def main() -> int:
         if "whole" not in skip:
             demand = whole_stock * 20
             say(f"\n[2] whole sale, demand {demand} on stock {whole_stock} (20x)")
-            gsku = harness.new_sku(whole_stock)
+            stocks = harness.split_stock(whole_stock, len(masters))
+            gskus = harness.new_skus(stocks)
             t0 = time.perf_counter()
             gres = loadgen.run(host=HOST, port=port, concurrency=c, total_requests=demand, timeout_s=30,
-                               make_request=order_requests("/api/v1/orders", tokens, gsku))
-            gaccepted = accepted_ids(gres)
-            gdone = wait_locked(gsku, len(gaccepted))
+                               make_request=order_requests("/api/v1/orders", tokens, gskus))
+            gaccepted = by_sku(accepted_skus(gres), gskus)
+            gdone = wait_locked_all(gaccepted)
             gate_s = max(max(x.finished for x in gres), gdone or float("inf")) - t0
-            nsku = harness.new_sku(whole_stock)
+            nskus = harness.new_skus(stocks)
             t0 = time.perf_counter()
             nres = loadgen.run(host=HOST, port=port, concurrency=c, total_requests=demand, timeout_s=60,
-                               make_request=order_requests("/api/v1/bench/mysql-orders", tokens, nsku))
+                               make_request=order_requests("/api/v1/bench/mysql-orders", tokens, nskus))
             naive_s = max(x.finished for x in nres) - t0
             refused = sum(1 for x in gres + nres if x.status == 503)
             say(f"    gate {gate_s:.2f} s (until all confirmed), mysql-only {naive_s:.2f} s"
                 + (f"  !! {refused} refused 503" if refused else ""))
             summary["gate_vs_mysql"] = naive_s / gate_s
-            sale_skus.append((gsku, whole_stock, gaccepted))
-            checks.append(check_sku(nsku, whole_stock, accepted_ids(nres), gate=False))
+            sale_skus.extend((s, n, gaccepted[s]) for s, n in zip(gskus, stocks))
+            naccepted = by_sku(accepted_skus(nres, nskus), nskus)
+            checks.extend(check_sku(s, n, naccepted[s], gate=False) for s, n in zip(nskus, stocks))
 
         if "backlog" not in skip:
             say(f"\n[3] backlog: the worker stopped during a sale of {backlog_stock} units (beat sweeping), "
                 f"then started")
-            bsku = harness.new_sku(backlog_stock, limit=10 ** 6)
+            bstocks = harness.split_stock(backlog_stock, len(masters))
+            bskus = harness.new_skus(bstocks, limit=10 ** 6)
+            sold_out: set[int] = set()
+
+            def all_sold_out(x) -> bool:
+                # request i buys bskus[i % n]: the sale is over once each answered sold out
+                if x.status == 409 and b"sold_out" in x.body:
+                    sold_out.add(x.index % len(bskus))
+                return len(sold_out) == len(bskus)
+
             worker.stop()
             bres = loadgen.run(host=HOST, port=port, concurrency=c, timeout_s=30,
-                               make_request=order_requests("/api/v1/orders", tokens, bsku, key_prefix="backlog"),
-                               stop_when=lambda x: x.status == 409 and b"sold_out" in x.body)
-            baccepted = accepted_ids(bres)
+                               make_request=order_requests("/api/v1/orders", tokens, bskus, key_prefix="backlog"),
+                               stop_when=all_sold_out)
+            bsplit = by_sku(accepted_skus(bres), bskus)
+            baccepted = set().union(*bsplit.values())
             progress(f"{len(baccepted)} accepted with the worker down; starting it")
             worker = harness.start_worker(wait=False)
             harness.wait_consuming()
             t0 = time.perf_counter()
             cpu0 = cpu_seconds()
-            done = wait_locked(bsku, len(baccepted), timeout=300)
+            done = wait_locked_all(bsplit, timeout=300)
             drain_s = time.perf_counter() - t0
             summary["drain_rate"] = len(baccepted) / drain_s if done else 0.0
             cpu = cpu_delta(cpu0)
@@ -600,13 +761,16 @@ def main() -> int:
                 f"consumer came up: {summary['drain_rate']:.0f} orders/s")
             say("    CPU ms per drained order: " + ", ".join(
                 f"{k} {1000 * cpu[k] / max(1, len(baccepted)):.3f}" for k in CPU_KEYS))
-            sale_skus.append((bsku, backlog_stock, baccepted))
+            sale_skus.extend((s, n, bsplit[s]) for s, n in zip(bskus, bstocks))
 
         say("\n[4] consistency: the order life settled, every SKU in both stores")
         quiet = settle_life([s for s, _, _ in sale_skus])
         say(f"    every move, give and confirm reached both stores: {quiet}")
         for sku_id, stock, accepted in sale_skus:
             checks.append(check_sku(sku_id, stock, accepted, gate=True))
+        if CLUSTER_URL:
+            say("\n[5] the reserve calls each master served")
+            summary["hot_node_share"] = node_shares(sale_skus, selling_skus, masters, evalsha0, rows["selling"])
     finally:
         for server in (web, floor, gfloor, worker, beat):
             server.stop()
@@ -649,6 +813,8 @@ def main() -> int:
         f"cpu_ms_selling_net={summary['cpu_ms_selling_net']:.2f} "
         f"gunicorn_floor_ratio={summary['gunicorn_floor_ratio']:.2f} "
         f"gunicorn_floor_rps={summary['gunicorn_floor_rps']:.0f} generator={generators} shed={summary['shed']:.0f}"
+        + (f" redis_nodes={len(masters)} hot_node_share={summary.get('hot_node_share', 0):.2f}"
+           if CLUSTER_URL else "")
     )
     return 0 if ok else 1
 

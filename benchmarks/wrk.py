@@ -95,25 +95,33 @@ def _wrk(url: str, options: list[str], *, threads: int, concurrency: int, ceilin
     return text
 
 
-def run(*, host: str, port: int, path: str, tokens: list[str], body: bytes, key_prefix: str,
-        concurrency: int, seconds: float, threads: int | None = None, timeout_s: float = 30,
-        record: bool = False) -> dict:
-    """POST `body` to host:port/path for `seconds` over `concurrency` keep-alive
-    connections, then wait for every answer; the figures as loadgen.summarize()
-    gives them, and with `record` the order ids of the 202s ("order_ids")."""
+def run(*, host: str, port: int, path: str, tokens: list[str], key_prefix: str, concurrency: int, seconds: float,
+        body: bytes | None = None, bodies: list[bytes] | None = None, threads: int | None = None,
+        timeout_s: float = 30, record: bool = False) -> dict:
+    """POST `body` (or each of `bodies` in turn: one-line JSON) to
+    host:port/path for `seconds` over `concurrency` keep-alive connections,
+    then wait for every answer; the figures as loadgen.summarize() gives them,
+    and with `record` the order ids of the 202s ("order_ids") and the SKU of
+    each ("order_skus": order id -> SKU id, read from the 202's body)."""
     threads = max(1, min(concurrency, threads or os.cpu_count() or 1))
+    bodies = bodies if bodies is not None else [body]
+    if not bodies or any(b is None or b"\n" in b for b in bodies):
+        raise ValueError("give a body, or bodies, each on one line")
     with tempfile.TemporaryDirectory(prefix="bench-wrk-") as tmp:
-        tok, payload, out, orders = Path(tmp, "tokens"), Path(tmp, "body"), Path(tmp, "out"), Path(tmp, "orders")
+        tok, payload, out, orders = Path(tmp, "tokens"), Path(tmp, "bodies"), Path(tmp, "out"), Path(tmp, "orders")
         tok.write_text("\n".join(tokens) + "\n")
-        payload.write_bytes(body)
-        options = [f"tokens={tok}", f"body={payload}", f"prefix={key_prefix}", f"stop_at={uptime() + seconds:.2f}"]
+        payload.write_bytes(b"\n".join(bodies) + b"\n")
+        options = [f"tokens={tok}", f"bodies={payload}", f"prefix={key_prefix}",
+                   f"stop_at={uptime() + seconds:.2f}"]
         if record:
             options.append(f"orders={orders}")
         text = _wrk(f"http://{host}:{port}{path}", options, threads=threads, concurrency=concurrency,
                     ceiling_s=seconds + DRAIN_S, timeout_s=timeout_s, out=out)
         summary = parse(text)
         if record:
-            summary["order_ids"] = [x for x in orders.read_text().split("\n") if x] if orders.exists() else []
+            pairs = [x.split(" ", 1) for x in orders.read_text().split("\n") if x] if orders.exists() else []
+            summary["order_ids"] = [p[0] for p in pairs]
+            summary["order_skus"] = {p[0]: (p[1] if len(p) > 1 else "?") for p in pairs}
     return summary
 
 

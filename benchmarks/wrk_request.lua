@@ -2,11 +2,12 @@
 -- "--" are key=value pairs:
 --   threads=N      how many threads wrk runs (a thread's share of the jobs)
 --   tokens=FILE    buyers' tokens, one a line: each request carries one at random
---   body=FILE      the JSON body every request posts
+--   bodies=FILE    the JSON bodies to post, one a line (SKUs spread over a
+--                  cluster's masters): each thread's requests take them in turn
 --   prefix=P       each request's Idempotency-Key is P-<thread>-<n>, unique
 --   stop_at=S      stop sending at S seconds of /proc/uptime, then wait for
 --                  every answer: the phase ends with nothing in flight
---   orders=FILE    record the order_id of every 202 in FILE (one a line)
+--   orders=FILE    record "<order_id> <sku_id>" of every 202 in FILE (one a line)
 --   jobs=FILE      instead of the above: a fixed list of requests, one a line
 --                  "METHOD PATH TOKEN"; thread i sends lines i, i+N, ... once
 -- A thread that has sent its share and read every answer prints "WRK drained"
@@ -61,9 +62,7 @@ function init(args)
   else
     tokens = {}
     for _, t in ipairs(lines(opt.tokens)) do tokens[#tokens + 1] = "Token " .. t end
-    local f = assert(io.open(opt.body, "rb"))
-    body = f:read("*a")
-    f:close()
+    bodies = lines(opt.bodies)
     prefix = opt.prefix .. "-" .. id .. "-"
   end
   math.randomseed(id * 7919)
@@ -74,7 +73,7 @@ local function post(n)
     ["Authorization"] = tokens[math.random(#tokens)],
     ["Content-Type"] = "application/json",
     ["Idempotency-Key"] = prefix .. n,
-  }, body)
+  }, bodies[n % #bodies + 1])
 end
 
 local function drained()
@@ -131,7 +130,8 @@ function response(status, headers, body)
   received = received + 1
   statuses[status] = (statuses[status] or 0) + 1
   if orders_path and status == 202 then
-    orders[#orders + 1] = body:match('"order_id"%s*:%s*"([^"]+)"')
+    local oid = body:match('"order_id"%s*:%s*"([^"]+)"')
+    if oid then orders[#orders + 1] = oid .. " " .. (body:match('"sku_id"%s*:%s*"([^"]+)"') or "?") end
   end
   -- a body that ends when the server closes (no length, not chunked): wrk
   -- counts the close as a read error, wrk.py takes it back out of the errors
