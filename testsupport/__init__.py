@@ -4,7 +4,8 @@
 - factories: unique ids, SKUs, buyers, staff users (`make_sku`, `make_buyers`, `make_staff`, `unique`)
 - http: clients of the API, in-process (`api`, `post_order`, `place`) and over real HTTP (`Http`, `sell`)
 - purchase: steps of the purchase path played by hand (`reserve_direct`, `publish`, `fence_reached`)
-- stores: assertions about MySQL, Redis and RabbitMQ (`assert_balanced`, `settled`, `confirmed`, ...)
+- stores: assertions about MySQL, Redis and RabbitMQ (`assert_balanced`, `settled`, `confirmed`, ...), and
+  Redis lost alike on one Redis or a cluster (`on_cluster`, `redis_wipe`, `scripts_flush`, `instance_key_of`)
 - faults: faults landed on a running sale (`sell_during`, `RowHold`, `rabbitmq_restart`)
 - browser: headless Chromium driven by Selenium (`browser`, `chromium`, `browser_login`)
 

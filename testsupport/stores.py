@@ -1,10 +1,90 @@
 """Assertions about the stores: MySQL's buckets and Redis agree, nothing is in flight,
-orders are confirmed, moves and gives have landed, what a RabbitMQ queue holds."""
+orders are confirmed, moves and gives have landed, what a RabbitMQ queue holds. And the
+Redis the suite runs on, one Redis or a cluster (`on_cluster`), lost the same way on
+either: `redis_wipe`, `scripts_flush`, `instance_key_of`, `redis_trusted`."""
 from __future__ import annotations
 
 import subprocess
 
 from testsupport import wait_until
+
+# --- The Redis under test: one Redis (its own database) or a shared cluster (its own prefix) ---
+
+# Every key of the prefix on the node it runs on but its instance keys (ARGV[2..]),
+# at once: a sale running meanwhile sees each SKU's keys all there or all gone, as
+# after a FLUSHDB. The flag lets one script reach keys of every slot the node
+# serves (Redis 7).
+_WIPE_NODE = """#!lua flags=allow-cross-slot-keys
+local keep = {}
+for i = 2, #ARGV do keep[ARGV[i]] = true end
+local n, cursor = 0, '0'
+repeat
+  local page = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
+  cursor = page[1]
+  for _, name in ipairs(page[2]) do
+    if not keep[name] then redis.call('UNLINK', name); n = n + 1 end
+  end
+until cursor == '0'
+return n"""
+
+
+def on_cluster() -> bool:
+    from core.redis import clustered
+
+    return clustered()
+
+
+def redis_wipe() -> None:
+    """Redis loses everything the suite keeps there, but not its instance:
+    FLUSHDB of the suite's database on one Redis (the script cache stays, so
+    no process takes it for a new instance); on a cluster (shared: never
+    flushed) every key of the suite's prefix, each primary in one script,
+    but for the instance keys: a process meeting a primary for the first time
+    checks the recorded run id, and would take a missing one for a new
+    instance (and fence the token claims there), which a FLUSHDB never is."""
+    from core.redis import prefix, redis, shards
+
+    if not on_cluster():
+        redis().flushdb()
+        return
+    by_node: dict[str, list] = {}
+    for shard in shards():
+        by_node.setdefault(shard.name, []).append(shard)
+    for on_node in by_node.values():
+        on_node[0].client.eval(_WIPE_NODE, 0, f"{prefix()}:*", *(shard.key("instance") for shard in on_node))
+
+
+def scripts_flush() -> None:
+    """SCRIPT FLUSH on every primary (the one Redis, or each of a cluster's):
+    the next script call anywhere meets NOSCRIPT. Harmless to others sharing
+    the server: their recorded instance still matches, they only reload."""
+    from core.redis import shards
+
+    for shard in shards():
+        shard.client.script_flush()
+
+
+def instance_key_of(key_name: str):
+    """(shard, its instance key) for the shard holding `key_name`: the one
+    Redis's INSTANCE_KEY, or the key on that cluster primary."""
+    from core.redis import redis, shard_of
+
+    shard = shard_of(redis(), key_name)
+    return shard, shard.key("instance")
+
+
+def redis_trusted() -> None:
+    """Record each shard's instance as checked, without its hooks: right
+    after the session's wipe there is nothing to distrust (the test database
+    is new), and the first script call of any process (on a cluster, its
+    first contact with each primary) would otherwise run them, asking MySQL
+    before a test opened it and raising claims fences the first tests meet."""
+    from core.redis import instance_check, shards, text
+
+    for shard in shards():
+        run_id = text(shard.client.info("server")["run_id"])
+        shard.client.set(shard.key("instance"), run_id)
+        instance_check(shard, recorded_only=True)  # loads the scripts (and the sentinel) where missing
 
 
 def settled(sku_id: str, *, timeout: float = 30.0) -> None:

@@ -21,6 +21,8 @@ from core.redis import redis
 from inventory.redis import live as redis_live
 from orders.models import Order
 
+pytestmark = pytest.mark.redis_both
+
 
 @pytest.mark.worker
 @override_settings(SECKILL_THROTTLE=(10, 100))  # 10/s

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from accounts import token_cache as tc
+
+pytestmark = pytest.mark.redis_both
 
 
 def claim(token, key, oid, sku="S", qty=1):

@@ -1,7 +1,7 @@
 """`bash scripts/cluster status` tells the truth about the local Redis Cluster:
 what it prints and how it exits agree with what the nodes themselves answer.
-Skipped unless SECKILL_TEST_CLUSTER=1, since it needs `bash scripts/cluster up`
-first and the suite does not start clusters yet."""
+Runs in scripts/test's cluster leg, which starts the cluster (SECKILL_TEST_CLUSTER=1);
+skipped elsewhere."""
 from __future__ import annotations
 
 import os
@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PORTS = [str(port) for port in range(7000, 7009)]
+BASE = int(os.environ.get("SECKILL_REDIS_CLUSTER_BASE", "7000"))
+PORTS = [str(port) for port in range(BASE, BASE + 9)]
 # port, pid, running|down, role ("master", "replica of 7001", a stopped node's
 # "... (fail)"), the node's own cluster_state, a master's slots
 ROW = re.compile(r"^(\d+)\s+(\S+)\s+(running|down)\s+(master|replica of \d+|\S+)(?: \(p?fail\))?\s+(\S+)\s*(.*)$")
 
-pytestmark = pytest.mark.skipif(os.environ.get("SECKILL_TEST_CLUSTER") != "1",
-                                reason="needs SECKILL_TEST_CLUSTER=1 and bash scripts/cluster up")
+pytestmark = [pytest.mark.redis_cluster,
+              pytest.mark.skipif(os.environ.get("SECKILL_TEST_CLUSTER") != "1",
+                                 reason="needs SECKILL_TEST_CLUSTER=1 and bash scripts/cluster up")]
 
 
 def cluster_info(port: str) -> dict[str, str]:
@@ -30,11 +32,11 @@ def cluster_info(port: str) -> dict[str, str]:
 def test_status_agrees_with_cluster_info():
     status = subprocess.run(["bash", "scripts/cluster", "status"], cwd=ROOT,
                             capture_output=True, text=True, timeout=60)
-    info = cluster_info("7000")
+    info = cluster_info(PORTS[0])
     rows = {m[1]: m for m in map(ROW.match, status.stdout.splitlines()) if m}
 
     assert sorted(rows) == PORTS, status.stdout
-    assert rows["7000"][5] == info["cluster_state"], status.stdout
+    assert rows[PORTS[0]][5] == info["cluster_state"], status.stdout
     masters = [row for row in rows.values() if row[4] == "master" and row[3] == "running" and row[6]]
     assert len(masters) == int(info["cluster_size"]), status.stdout
     assert sum(row[3] == "running" for row in rows.values()) <= int(info["cluster_known_nodes"])

@@ -45,6 +45,7 @@ def test_sku_not_found_and_list(api, make_sku, make_buyers):
     assert sku.sku_id in ids
 
 
+@pytest.mark.redis_both
 def test_a_sku_redis_never_had_is_loaded_on_read(api, live_db, make_buyers):
     sku = Sku.objects.create(sku_id=unique("N"), name="never loaded", total_stock=3, available_stock=3)
     redis_snapshots.sku_registry_add(sku_id=sku.sku_id)  # as sku_create does
@@ -54,6 +55,7 @@ def test_a_sku_redis_never_had_is_loaded_on_read(api, live_db, make_buyers):
     assert Sku.objects.get(pk=sku.sku_id).redis_epoch == 1
 
 
+@pytest.mark.redis_both
 def test_a_sku_redis_lost_is_fenced_on_read_and_loaded_when_the_fence_passes(api, make_sku, make_buyers):
     from inventory.services.snapshots import stock_fence_pass
 

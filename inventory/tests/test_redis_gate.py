@@ -14,6 +14,8 @@ from inventory.domain import Reservation
 from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.redis.keys import Adjust, Freeze, FreezeCancel, Give, Hold, Meta, ReleaseOutcome, Reserve
 
+pytestmark = pytest.mark.redis_both
+
 
 def snapshot(available=5, limit=2, starts_ms=0, ends_ms=0, status="active", buyers=None, idem=None, applied=()):
     return redis_snapshots.Snapshot(available=available, total=available, frozen=0, version=1,

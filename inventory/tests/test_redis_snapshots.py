@@ -11,6 +11,8 @@ from core.redis import redis
 from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.redis.keys import Load, Reserve
 
+pytestmark = pytest.mark.redis_both
+
 
 def snapshot(available=5, limit=2, buyers=None, idem=None, applied=()):
     return redis_snapshots.Snapshot(available=available, total=available, frozen=0, version=1,

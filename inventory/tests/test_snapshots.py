@@ -9,6 +9,8 @@ from inventory.redis import live as redis_live, snapshots as redis_snapshots
 from inventory.services import snapshots
 from testsupport.factories import unique
 
+pytestmark = pytest.mark.redis_both
+
 
 def test_a_snapshot_without_a_registered_holdings_source_is_refused_not_loaded_empty(live_db, monkeypatch):
     sku = Sku.objects.create(sku_id=unique("T"), name="never warmed", total_stock=3, available_stock=3)

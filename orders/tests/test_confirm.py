@@ -15,7 +15,7 @@ from inventory.redis import gate, keys as redis_keys, live as redis_live
 from inventory.models import DeadLetter, InventoryLog, Sku
 from orders.models import Order
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.worker, pytest.mark.redis_both]
 
 
 def test_message_delivered_twice_confirms_once(worker, make_sku, make_buyers):

@@ -15,6 +15,8 @@ from core.redis import RedisError, redis
 from inventory.redis import gate, keys as redis_keys, live as redis_live
 from orders.models import Order
 
+pytestmark = pytest.mark.redis_both
+
 
 def test_purchase_makes_no_mysql_query(api, make_sku, make_buyers):
     sku = make_sku(stock=5)

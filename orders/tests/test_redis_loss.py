@@ -3,7 +3,14 @@
 started again empty mid-sale, and Redis lost while the worker is down. In each,
 every 202 becomes an order that is not FAILED, a key is answered with one order
 id before and after the loss, the SKU answers 503 while its rebuild is fenced
-and then sells again by itself, and both stores agree at the end."""
+and then sells again by itself, and both stores agree at the end.
+
+Also on the local Redis Cluster (`redis_both`): there a loss of everything is
+the suite's prefix wiped on every primary (`redis_wipe`), and a new instance
+is met on the primary that holds the SKU. The tests that stop or restart the
+one Redis server are single-Redis only; on a cluster a node's real loss is
+orders/tests/test_redis_cluster.py's (a master killed or paused mid-sale, a
+replica promoted, NOSCRIPT after a promotion)."""
 from __future__ import annotations
 
 import random
@@ -22,12 +29,22 @@ from testsupport import wait_until
 from testsupport.http import Http
 from testsupport.processes import start_worker
 from testsupport.purchase import fence_reached, rebuild_lost, reserve_direct
-from testsupport.stores import assert_balanced, settled
+from testsupport.stores import assert_balanced, instance_key_of, on_cluster, redis_wipe, scripts_flush, settled
 from core.redis import redis
 from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import Sku
+from inventory.services.snapshots import fence_delay_ms
 from orders.models import Order
 from reconciliation.services import reconciliation_run
+
+pytestmark = pytest.mark.redis_both
+
+
+def single_server(covered_by: str):
+    """A test that stops or restarts the one Redis server: a cluster has no
+    such server (and is shared); a node's loss is orders/tests/test_redis_cluster.py's."""
+    return pytest.mark.skipif(on_cluster(), reason=f"stops the one Redis server; on a cluster: "
+                                                   f"orders/tests/test_redis_cluster.py::{covered_by}")
 
 
 class Click:
@@ -153,9 +170,10 @@ def lose_redis_mid_sale(fault, web, process_env, make_sku, make_buyers):
 @pytest.mark.web
 @pytest.mark.worker
 def test_flushall_mid_sale_breaks_no_promise(web, no_worker, process_env, make_sku, make_buyers):
-    lose_redis_mid_sale(lambda: redis().flushall(), web, process_env, make_sku, make_buyers)
+    lose_redis_mid_sale(redis_wipe, web, process_env, make_sku, make_buyers)
 
 
+@single_server("test_a_master_killed_mid_sale_pauses_its_skus_only")
 @pytest.mark.web
 @pytest.mark.worker
 def test_redis_restarted_empty_mid_sale_breaks_no_promise(web, no_worker, process_env, make_sku, make_buyers):
@@ -177,13 +195,13 @@ def test_redis_lost_while_the_worker_is_down_pauses_until_it_is_back(web, no_wor
     early = [Click(t, uuid.uuid4().hex) for t in tokens[:30]]
     click_all(web.port, sku.sku_id, early, threads=10, patience=0)
     assert [c.final()[0] for c in early] == [202] * 30  # their confirms wait in the broker
-    redis().flushdb()
+    redis_wipe()
 
     http = Http(web.port)
     status, body = http.post_order(tokens[30], sku.sku_id, 1, uuid.uuid4().hex)
     assert (status, body["code"]) == (503, "unavailable")
     assert redis_snapshots.fence_token(sku_id=sku.sku_id) is not None
-    time.sleep(3.5)  # past the fence's not-before: with no consumer it cannot pass
+    time.sleep(fence_delay_ms() / 1000 + 1)  # past the fence's not-before: with no consumer it cannot pass
     status, body = http.post_order(early[0].token, sku.sku_id, 1, early[0].key)  # a retry of an accepted click
     assert (status, body["code"]) == (503, "unavailable")
     assert redis_live.live_stock(sku_id=sku.sku_id) is None
@@ -221,7 +239,7 @@ def test_a_freeze_in_progress_when_redis_is_lost_is_counted_by_the_rebuild(make_
     real = stock.with_mysql_retry
 
     def loss_then_rebuild_then_mysql(fn):
-        redis().flushdb()
+        redis_wipe()
         rebuild_lost(sku.sku_id)
         live = redis_live.live_stock(sku_id=sku.sku_id)
         assert (live.available, live.frozen) == (7, 3)  # counted, before MySQL moved
@@ -240,7 +258,7 @@ def test_a_freeze_while_the_sku_is_fenced_takes_nothing(make_sku, live_db):
     from inventory.services import stock
 
     sku = make_sku(stock=10)
-    redis().flushdb()
+    redis_wipe()
     with pytest.raises(Unavailable):
         stock.stock_freeze(sku_id=sku.sku_id, quantity=3, reason="damaged", actor="t")
     assert not InventoryLog.objects.filter(sku_id=sku.sku_id, operation="FREEZE").exists()
@@ -254,7 +272,7 @@ def test_a_fence_left_unlisted_is_listed_again_by_the_orphan_sweep(make_sku, liv
     from reconciliation.services import orphans_recover
 
     sku = make_sku(stock=5)
-    redis().flushdb()
+    redis_wipe()
     assert stock_warm(sku_id=sku.sku_id) is Warm.FENCED
     token = redis_snapshots.fence_token(sku_id=sku.sku_id)
     redis().zrem(redis_keys.FENCES_KEY, sku.sku_id)  # the listing never happened
@@ -267,35 +285,37 @@ def test_a_new_redis_instance_holding_old_data_is_not_trusted(make_sku, make_buy
     """Redis came back with data older than what it lost (a file, a replica
     that lagged): its snapshot says more units are available than there are.
     The first script call on the new instance meets an empty script cache,
-    and before any script runs every snapshot it holds is dropped and fenced."""
-    from core.redis import INSTANCE_KEY
+    and before any script runs every snapshot it holds is dropped and fenced.
+    (On a cluster: the primary holding the SKU is the new instance.)"""
     from orders.services.confirm import reservations_confirm
 
     sku = make_sku(stock=10, per_user_limit=5)
     (user, _), = make_buyers(1)
     keys = redis_keys.sku_keys(sku.sku_id)
     r = redis()
+    shard, instance_key = instance_key_of(keys.stock)
     old = {k: r.dump(k) for k in (keys.stock,)}  # what a file made now would hold
     reservations_confirm(reservations=[reserve_direct(sku.sku_id, user.pk, qty=3)])
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
     for k, v in old.items():  # the new instance comes up with the older data ...
         r.restore(k, 0, v, replace=True)
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 10
-    r.set(INSTANCE_KEY, "the-instance-before")  # ... recorded by the instance before it
-    r.script_flush()  # ... and, being new, no scripts
+    shard.client.set(instance_key, "the-instance-before")  # ... recorded by the instance before it
+    shard.client.script_flush()  # ... and, being new, no scripts
 
     got = gate.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k2",
                        order_id=uuid.uuid4().hex)
     assert got.code is redis_keys.Reserve.FENCED  # the old snapshot sold nothing
-    assert redis().get(INSTANCE_KEY).decode() == redis().info("server")["run_id"]
+    assert shard.client.get(instance_key).decode() == shard.client.info("server")["run_id"]
     # every script is loaded by the check: a script first used later meets no NOSCRIPT on this instance
-    assert all(redis().script_exists(*(redis_keys._script(n).sha for n in ("freeze", "give", "adjust"))))
+    assert all(shard.client.script_exists(*(redis_keys._script(n).sha for n in ("freeze", "give", "adjust"))))
     fence_reached(sku.sku_id)
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
     assert gate.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k3",
                         order_id=uuid.uuid4().hex).code is redis_keys.Reserve.OK
 
 
+@single_server("test_a_master_paused_mid_sale_breaks_no_promise (a master that comes back with older data)")
 @pytest.mark.web
 @pytest.mark.worker
 def test_redis_restarted_from_an_older_file_mid_sale_breaks_no_promise(web, no_worker, process_env, make_sku,
@@ -314,19 +334,32 @@ def test_redis_restarted_from_an_older_file_mid_sale_breaks_no_promise(web, no_w
 
 def test_a_checker_that_died_holds_the_other_processes_back_only_briefly(make_sku, make_buyers, live_db):
     """The process checking a new instance was killed while holding its lock:
-    the others wait for the lock to lapse, then one of them checks."""
-    from core.redis import INSTANCE_CHECK_LOCK_S, INSTANCE_KEY
+    the others wait for the lock to lapse, then one of them checks. (On a
+    cluster they do not wait: the shard answers ShardDown, a 503, until the
+    lock lapses, while the other shards sell on.)"""
+    from core.redis import INSTANCE_CHECK_LOCK_S, ShardDown
 
     sku = make_sku(stock=3)
     (user, _), = make_buyers(1)
-    r = redis()
+    shard, instance_key = instance_key_of(redis_keys.sku_keys(sku.sku_id).stock)
+    r = shard.client
     run_id = r.info("server")["run_id"]
-    r.set(INSTANCE_KEY, "the-instance-before")
-    r.set(f"{INSTANCE_KEY}:check:{run_id}", "a pid that was killed", ex=2)
+    lock = f"{instance_key}:check:{run_id}"
+    r.set(instance_key, "the-instance-before")
+    r.set(lock, "a pid that was killed", ex=2)
     r.script_flush()
+
+    def reserve():
+        return gate.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k",
+                            order_id=uuid.uuid4().hex)
+
     started = time.monotonic()
-    got = gate.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k",
-                       order_id=uuid.uuid4().hex)
+    if on_cluster():
+        with pytest.raises(ShardDown):
+            reserve()
+        assert r.exists(lock) and r.get(instance_key) == b"the-instance-before"  # nothing checked, nothing ran
+        wait_until(lambda: not r.exists(lock), timeout=INSTANCE_CHECK_LOCK_S + 1, what="the lock lapsed")
+    got = reserve()
     waited = time.monotonic() - started
     assert got.code is redis_keys.Reserve.FENCED  # checked: the snapshot was not trusted
     assert 1.5 <= waited <= INSTANCE_CHECK_LOCK_S + 1, waited
@@ -336,16 +369,19 @@ def test_a_deploy_that_changes_a_script_is_not_taken_for_a_new_instance(make_sku
     """A changed script meets NOSCRIPT on the same instance too (its text, so
     its SHA, is new), even after INSTANCE_KEY went with a FLUSHDB: the
     sentinel script is still cached, so nothing is distrusted."""
-    from core.redis import INSTANCE_KEY, GuardedScript
+    from core.redis import GuardedScript, shards
 
-    r = redis()
-    r.set(INSTANCE_KEY, r.info("server")["run_id"])
-    r.script_flush()  # SCRIPT FLUSH on the checked instance: everything (the sentinel too) is loaded again
+    for shard in shards():
+        shard.client.set(shard.key("instance"), shard.client.info("server")["run_id"])
+    scripts_flush()  # SCRIPT FLUSH on the checked instance: everything (the sentinel too) is loaded again
     assert redis_live.live_stock(sku_id=make_sku(stock=3).sku_id) is not None
     sku = make_sku(stock=4)
-    r.delete(INSTANCE_KEY)
-    changed = GuardedScript(r, f"-- a script this deploy changed {uuid.uuid4().hex}\nreturn 7")
-    assert changed() == 7
+    stock_key = redis_keys.sku_keys(sku.sku_id).stock
+    shard, instance_key = instance_key_of(stock_key)
+    assert redis_live.live_stock(sku_id=sku.sku_id) is not None  # (a cluster's: on its own primary too)
+    shard.client.delete(instance_key)
+    changed = GuardedScript(redis(), f"-- a script this deploy changed {uuid.uuid4().hex}\nreturn 7")
+    assert changed(keys=[stock_key]) == 7
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 4  # not dropped, not fenced
     assert redis_snapshots.fence_token(sku_id=sku.sku_id) is None
 
@@ -359,7 +395,7 @@ def test_a_reservation_of_the_lost_redis_reaching_the_confirm_after_the_rebuild_
     sku = make_sku(stock=2, per_user_limit=2)
     (user, _), = make_buyers(1)
     late = reserve_direct(sku.sku_id, user.pk)  # taken in the Redis about to be lost, never published
-    redis().flushdb()
+    redis_wipe()
     rebuild_lost(sku.sku_id)
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 2
     reservations_confirm(reservations=[late])
@@ -369,7 +405,9 @@ def test_a_reservation_of_the_lost_redis_reaching_the_confirm_after_the_rebuild_
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 2
 
 
-def test_a_fence_is_sent_once_due_and_again_while_it_stands(make_sku, live_db):
+def test_a_fence_is_sent_once_due_and_again_while_it_stands(make_sku, live_db, no_worker):
+    """(No worker: its consumer sends due fences too, and may take this one
+    first, then pass it.)"""
     from inventory.services.snapshots import Warm, stock_warm
 
     sku = make_sku(stock=2)

@@ -31,6 +31,7 @@ def run_for(sku_id):
     return run, row, list(run.findings.filter(sku_id=sku_id))
 
 
+@pytest.mark.redis_both
 def test_redis_above_mysql_is_lowered_at_once(make_sku, live_db):
     sku = make_sku(stock=10)
     redis().hincrby(redis_keys.sku_keys(sku.sku_id).stock, "available", 3)
@@ -44,6 +45,7 @@ def test_redis_above_mysql_is_lowered_at_once(make_sku, live_db):
     assert row.drift == 0
 
 
+@pytest.mark.redis_both
 def test_redis_below_mysql_is_raised_only_when_stable_across_runs(make_sku, live_db):
     sku = make_sku(stock=10)
     redis().hincrby(redis_keys.sku_keys(sku.sku_id).stock, "available", -2)
@@ -56,6 +58,7 @@ def test_redis_below_mysql_is_raised_only_when_stable_across_runs(make_sku, live
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 10
 
 
+@pytest.mark.redis_both
 def test_redis_that_lost_the_sku_is_rebuilt(make_sku, live_db):
     sku = make_sku(stock=7)
     keys = redis_keys.sku_keys(sku.sku_id)
