@@ -2,6 +2,7 @@
 on the real servers, each judged by every unit and order in both stores.
 
     bash scripts/chaos [--quick] [--only worker-kill,redis-restart] [--list]
+    bash scripts/chaos --cluster [--quick] [--cluster-base 7020]
 
 Each run sells a fresh SKU to concurrent buyers (some clicking twice with the
 same Idempotency-Key) while its faults land one right after the other, lets
@@ -25,8 +26,30 @@ its orders are judged with the rest. A run is ok only with nothing lost,
 oversold, FAILED after its 202 or twice ordered for one key, and no drift,
 Redis loss or not.
 
+--cluster runs the matrix on the local Redis Cluster of `bash scripts/cluster`
+(base 7000, or SECKILL_REDIS_CLUSTER_BASE / --cluster-base; started when it is
+not running), under a key prefix of its own (SECKILL_REDIS_PREFIX seckill-chaos:
+the cluster is shared, nothing is flushed). The single-Redis losses
+(redis-restart, -flushall, -rollback) are left out; the cluster's own faults
+take their place, each aimed at the master serving the sale's SKUs:
+
+  redis-master-kill   SIGKILL, until a replica is promoted; the node is started
+                      again at the end of the run as scripts/cluster up does
+                      (from its append-only file: it rejoins as a replica)
+  redis-master-pause  SIGSTOP for 8 s, then SIGCONT (the cluster promotes a
+                      replica meanwhile; the old master comes back as one)
+  redis-failover      a planned CLUSTER FAILOVER on one of its synced replicas
+
+Each sale there has four SKUs: two on the aimed master, one on each other
+master (the master aimed at turns with the runs). Two more columns: node (the
+master faulted > the one serving its slots after) and paused (SKUs whose first
+sale after the loss took a second or more, of the sale's). pause_s is the
+longest of the sale's. After every run the cluster is healed (every node back,
+every replica in sync) and every fence passed before the next.
+
 The last line is a key=value summary ending in verdict=ok|FAIL. It acts on the
-machine's own Redis, RabbitMQ and MariaDB: run it alone.
+machine's own Redis, RabbitMQ and MariaDB (and, with --cluster, on the nodes of
+that cluster): run it alone.
 """
 from __future__ import annotations
 
@@ -50,7 +73,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import faults, harness  # noqa: E402
 from benchmarks.harness import HOST, progress, say  # noqa: E402
 
-harness.configure(db_name="seckill_chaos", redis_db=6, queue="seckill-chaos", extra_env={
+DB_NAME, QUEUE, REDIS_DB, CLUSTER_PREFIX = "seckill_chaos", "seckill-chaos", 6, "seckill-chaos"
+EXTRA_ENV = {
     # Short deadlines so a run drains in seconds; no expiry or reconciliation by
     # beat during a run (the run reconciles itself, at the end).
     "SECKILL_ORPHAN_GRACE_SECONDS": "3",
@@ -59,7 +83,17 @@ harness.configure(db_name="seckill_chaos", redis_db=6, queue="seckill-chaos", ex
     "SECKILL_EXPIRY_SWEEP_SECONDS": "3600",
     "SECKILL_RECONCILE_SECONDS": "3600",
     "SECKILL_THROTTLE_RATE": "0",
-})
+}
+
+
+def configure(cluster: faults.Cluster | None) -> None:
+    """The run's own stores: Redis db 6 of the single Redis, or its own prefix on the cluster."""
+    if cluster is None:
+        harness.configure(db_name=DB_NAME, redis_db=REDIS_DB, queue=QUEUE, extra_env=EXTRA_ENV)
+    else:
+        harness.configure(db_name=DB_NAME, redis_db=0, queue=QUEUE, extra_env=EXTRA_ENV,
+                          redis_url=cluster.url, redis_prefix=CLUSTER_PREFIX)
+
 
 from benchmarks import loadgen  # noqa: E402
 
@@ -79,21 +113,32 @@ class Stack:
 @dataclass
 class Context:
     stack: Stack
-    sku_id: str
+    skus: list[str]   # the sale's SKUs; the first `aimed` of them on the node the Redis faults aim at
+    aimed: int = 1
+    cluster: faults.Cluster | None = None
+    slot: int = 0     # the slot of the first SKU's keys: its master is found by it, whoever serves it now
     inflight_at_loss: list[int] = field(default_factory=list)
     redis_loss: bool = False
     losses: list[float] = field(default_factory=list)  # clock() when Redis's keys were gone
+    nodes: list[str] = field(default_factory=list)     # each cluster fault: "<master>" or "<master>><successor>"
+
+    @property
+    def sku_id(self) -> str:
+        return self.skus[0]
 
 
-def _inflight(sku_id: str) -> int:
+def _inflight(sku_ids: list[str]) -> int:
     from core.redis import RedisError
     from inventory.redis import live as redis_live
 
-    try:
-        live = redis_live.live_stock(sku_id=sku_id)
-        return live.inflight if live else 0
-    except RedisError:
-        return 0
+    n = 0
+    for sku_id in sku_ids:
+        try:
+            live = redis_live.live_stock(sku_id=sku_id)
+            n += live.inflight if live else 0
+        except RedisError:
+            pass
+    return n
 
 
 # --- the faults -------------------------------------------------------------------------
@@ -114,7 +159,7 @@ def rabbitmq_restart(ctx: Context) -> None:
 
 def _redis_loss(ctx: Context, lose: Callable[[], None]) -> None:
     """Note what is in flight, lose every Redis key, note the moment they were gone."""
-    ctx.inflight_at_loss.append(_inflight(ctx.sku_id))
+    ctx.inflight_at_loss.append(_inflight(ctx.skus[:ctx.aimed]))
     ctx.redis_loss = True
     lose()
     ctx.losses.append(clock())
@@ -161,6 +206,82 @@ def worker_down(ctx: Context) -> None:
     """Placeholder: the worker is stopped for the whole sale (see before/after)."""
 
 
+# The cluster's own faults, each on the master serving the sale's aimed SKUs
+# now. Each returns once their slots are served again (a replica promoted, the
+# paused node resumed); the cluster is made whole (every node running, every
+# replica in sync: scripts/cluster up) at the end of the run, and before a
+# second node fault of the same run, which then meets a whole shard too.
+# The loss is the moment the master stopped serving.
+
+def _aimed_master(ctx: Context) -> int:
+    assert ctx.cluster is not None, "a cluster fault needs --cluster"
+    if ctx.nodes:
+        ctx.cluster.up()
+    port = ctx.cluster.slot_master(ctx.slot)
+    if port is None:
+        raise RuntimeError(f"no master serves slot {ctx.slot}")
+    return port
+
+
+def redis_master_kill(ctx: Context) -> None:
+    """SIGKILL of the master serving the sale's SKUs, until a replica took over.
+
+    The node is started again at the end of the run as scripts/cluster up does
+    (from its append-only file): it rejoins as a replica of its successor."""
+    cluster, port = ctx.cluster, _aimed_master(ctx)
+    _redis_loss(ctx, lambda: cluster.kill(port))
+    ctx.nodes.append(f"{port}>{cluster.wait_promoted(ctx.slot, port)}")
+
+
+def redis_master_pause(ctx: Context) -> None:
+    """SIGSTOP of the master serving the sale's SKUs for 8 s, then SIGCONT.
+
+    The cluster promotes a replica meanwhile (node timeout 2 s); the old master
+    finds itself demoted when it resumes and syncs from its successor."""
+    cluster, port = ctx.cluster, _aimed_master(ctx)
+    _redis_loss(ctx, lambda: cluster.signal(port, signal.SIGSTOP))
+    try:
+        time.sleep(faults.CLUSTER_PAUSE_S)
+    finally:
+        cluster.signal(port, signal.SIGCONT)
+    ctx.nodes.append(f"{port}>?")  # its successor is known once the cluster settled (heal_after)
+
+
+def redis_failover(ctx: Context) -> None:
+    """A planned CLUSTER FAILOVER on a synced replica of the master serving the sale's SKUs."""
+    cluster, port = ctx.cluster, _aimed_master(ctx)
+    replica = cluster.synced_replica(port)
+    _redis_loss(ctx, lambda: cluster.failover(replica))
+    ctx.nodes.append(f"{port}>{replica}")
+
+
+def heal_after(ctx: Context, timeout: float = 90) -> str:
+    """The end of a cluster run: the cluster whole (a killed node started again
+    rejoins as a replica, every replica in sync) and every fence passed (the
+    confirm consumer sends them), so the next run starts on a whole cluster.
+    Returns a note when a fence still stands after `timeout`."""
+    from core.redis import RedisError
+    from inventory.redis import snapshots
+
+    cluster = ctx.cluster
+    cluster.up()
+    for i, node in enumerate(ctx.nodes):
+        if node.endswith(">?"):  # a pause: the master that serves the slot now, the old one if none took over
+            port, now = node[:-2], cluster.slot_master(ctx.slot)
+            ctx.nodes[i] = port if str(now) == port else f"{port}>{now}"
+    deadline = time.monotonic() + timeout
+    standing: dict = {}
+    while time.monotonic() < deadline:
+        try:
+            standing = snapshots.fences_listed()
+        except RedisError:
+            standing = {"?": 0}
+        if not standing:
+            return ""
+        time.sleep(0.2)
+    return f"fences still standing after {timeout:.0f} s: {', '.join(sorted(standing))[:120]}"
+
+
 FAULTS: dict[str, Callable[[Context], None]] = {
     "worker-kill": worker_kill,
     "rabbitmq-restart": rabbitmq_restart,
@@ -170,7 +291,20 @@ FAULTS: dict[str, Callable[[Context], None]] = {
     "mariadb-restart": mariadb_restart,
     "web-kill": web_kill,
     "worker-down": worker_down,
+    "redis-master-kill": redis_master_kill,
+    "redis-master-pause": redis_master_pause,
+    "redis-failover": redis_failover,
 }
+# The one Redis's losses, which a cluster does not have (its nodes are lost one
+# at a time: the cluster faults); and those, which one Redis does not have.
+SINGLE_REDIS_FAULTS = ("redis-restart", "redis-flushall", "redis-rollback")
+CLUSTER_FAULTS = ("redis-master-kill", "redis-master-pause", "redis-failover")
+
+
+def fault_names(cluster: bool) -> list[str]:
+    """The faults of the matrix on this kind of Redis, in the order the plan pairs them."""
+    skip = SINGLE_REDIS_FAULTS if cluster else CLUSTER_FAULTS
+    return [name for name in FAULTS if name not in skip]
 
 
 # --- one run ------------------------------------------------------------------------------
@@ -190,20 +324,27 @@ class Row:
     drain_s: float = 0.0
     pause_s: float | None = None
     n503: int | None = None
+    node: str = "-"
+    paused: str = "-"
     ok: bool = True
     note: str = ""
     redis_loss: bool = False
+    faults: tuple[str, ...] = ()
 
 
-def fresh_clicks(tokens: list[str], n: int, rnd: random.Random) -> list[tuple[str, str]]:
-    """(token, new key) per request."""
-    return [(rnd.choice(tokens), uuid.uuid4().hex) for _ in range(n)]
+# (token, Idempotency-Key, SKU) per request
+Job = tuple[str, str, str]
 
 
-def clicks(tokens: list[str], n: int, seed: int) -> list[tuple[str, str]]:
-    """(token, key) per request; one in ten is sent again later (a retry)."""
+def fresh_clicks(tokens: list[str], n: int, rnd: random.Random, skus: list[str]) -> list[Job]:
+    """(token, new key, SKU) per request, the SKUs in turn."""
+    return [(rnd.choice(tokens), uuid.uuid4().hex, skus[i % len(skus)]) for i in range(n)]
+
+
+def clicks(tokens: list[str], n: int, seed: int, skus: list[str]) -> list[Job]:
+    """(token, key, SKU) per request; one in ten is sent again later (a retry)."""
     rnd = random.Random(seed)
-    first = fresh_clicks(tokens, n, rnd)
+    first = fresh_clicks(tokens, n, rnd, skus)
     out = list(first)
     for job in rnd.sample(first, n // 10):
         out.insert(rnd.randrange(len(out) // 2, len(out) + 1), job)
@@ -212,6 +353,9 @@ def clicks(tokens: list[str], n: int, seed: int) -> list[tuple[str, str]]:
 
 # The second wave: two connections, a click each every WAVE_GAP_S, for up to WAVE_S.
 WAVE_CLICKS, WAVE_GAP_S, WAVE_S = 300, 0.2, 30.0
+# A SKU whose first sale after a loss took this long paused (the paused column);
+# sales that merely queued behind others take less.
+PAUSED_S = 1.0
 
 
 def _body(r: loadgen.Result) -> dict:
@@ -225,61 +369,125 @@ def _sold_out(r: loadgen.Result) -> bool:
     return r.status == 409 and _body(r).get("code") == "sold_out"
 
 
-def first_sale_after(results: list[loadgen.Result], moment: float) -> float | None:
+def first_sale_after(results: list[loadgen.Result], moment: float, of: Callable[[loadgen.Result], bool]
+                     = lambda r: True) -> float | None:
     """Seconds from `moment` to the first new order (a 202 that is no replay)
-    answered to a request sent after it; None when there was none."""
+    answered to a request sent after it (of those `of` picks); None when there was none."""
     done = [r.finished for r in results
-            if r.status == 202 and r.started > moment and not _body(r).get("replayed")]
+            if r.status == 202 and r.started > moment and of(r) and not _body(r).get("replayed")]
     return min(done) - moment if done else None
 
 
-def second_wave(port: int, tokens: list[str], jobs: list[tuple[str, str]], make: loadgen.MakeRequest,
-                seed: int) -> list[loadgen.Result]:
+def second_wave(port: int, tokens: list[str], jobs: list[Job], make: loadgen.MakeRequest,
+                seed: int, skus: list[str]) -> list[loadgen.Result]:
     """Fresh clicks (new keys, the same buyers), paced, until the first 202, a
-    sold-out answer or WAVE_S. `jobs` grows by them and their results' indexes
-    point into it, like the load's."""
-    base = len(jobs)
-    jobs.extend(fresh_clicks(tokens, WAVE_CLICKS, random.Random(seed)))
-    wave = loadgen.run(host=HOST, port=port, concurrency=2, make_request=lambda i: make(base + i),
-                       total_requests=WAVE_CLICKS, duration_s=WAVE_S, timeout_s=10, gap_s=WAVE_GAP_S,
-                       stop_when=lambda r: r.status == 202 or _sold_out(r))
-    for r in wave:
-        r.index += base
-    return wave
+    sold-out answer or WAVE_S, on each of the SKUs at once (a wave each).
+    `jobs` grows by them and their results' indexes point into it, like the load's."""
+    bases = []
+    for i, sku in enumerate(skus):
+        bases.append(len(jobs))
+        jobs.extend(fresh_clicks(tokens, WAVE_CLICKS, random.Random(seed + i), [sku]))
+    out: list[loadgen.Result] = []
+
+    def wave(base: int) -> None:
+        results = loadgen.run(host=HOST, port=port, concurrency=2, make_request=lambda i: make(base + i),
+                              total_requests=WAVE_CLICKS, duration_s=WAVE_S, timeout_s=10, gap_s=WAVE_GAP_S,
+                              stop_when=lambda r: r.status == 202 or _sold_out(r))
+        for r in results:
+            r.index += base
+        out.extend(results)
+
+    threads = [threading.Thread(target=wave, args=(base,)) for base in bases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
 
 
-def measure_pause(row: Row, ctx: Context, results: list[loadgen.Result],
-                  wave: Callable[[], list[loadgen.Result]]) -> None:
-    """pause_s and n503 of a Redis-loss run. When the load left no sale after
-    the (last) loss, the second wave's results join `results` first."""
-    pause = first_sale_after(results, ctx.losses[-1])
-    if pause is None:
-        results.extend(wave())
-        pause = first_sale_after(results, ctx.losses[-1])
-    row.pause_s = pause
+def measure_pause(row: Row, ctx: Context, results: list[loadgen.Result], jobs: list[Job],
+                  wave: Callable[[list[str]], list[loadgen.Result]]) -> None:
+    """pause_s, n503 (and on a cluster paused) of a Redis-loss run. Each SKU
+    the load left no sale after the (last) loss gets a second wave, whose
+    results join `results` first."""
+    moment = ctx.losses[-1]
+
+    def pauses() -> dict[str, float | None]:
+        return {sku: first_sale_after(results, moment, lambda r, sku=sku: jobs[r.index][2] == sku)
+                for sku in ctx.skus}
+
+    found = pauses()
+    if any(p is None for p in found.values()):
+        progress(f"{row.name}: a second wave, {clock() - moment:.1f} s after the loss")
+        results.extend(wave([sku for sku, p in found.items() if p is None]))
+        found = pauses()
+    progress(f"{row.name}: pause per SKU " + " ".join("-" if p is None else f"{p:.1f}" for p in found.values()))
+    measured = [p for p in found.values() if p is not None]
+    row.pause_s = max(measured) if measured else None
     row.n503 = sum(1 for r in results if r.status == 503 and r.finished > ctx.losses[0])
-    if pause is None:
-        sold_out = any(_sold_out(r) for r in results if r.finished > ctx.losses[-1])
-        row.note = "no sale after the loss: " + ("sold out" if sold_out else f"none within the {WAVE_S:.0f} s wave")
+    notes = []
+    for sku, p in found.items():
+        if p is None:
+            sold_out = any(_sold_out(r) for r in results if r.finished > moment and jobs[r.index][2] == sku)
+            if sold_out and sku not in ctx.skus[:ctx.aimed]:
+                continue  # a SKU of another master sold out while the aimed ones paused: as it should
+            what = "sold out" if sold_out else f"none within the {WAVE_S:.0f} s wave"
+            notes.append(f"no sale after the loss: {what}" + (f" ({sku})" if len(ctx.skus) > 1 else ""))
+    if ctx.cluster is not None:
+        paused = {sku for sku, p in found.items() if p is not None and p >= PAUSED_S}
+        row.paused = f"{len(paused)}/{len(ctx.skus)}"
+        elsewhere = paused - set(ctx.skus[:ctx.aimed])
+        if elsewhere and "web-kill" not in row.faults:  # (a web kill pauses every SKU while it restarts)
+            notes.append(f"paused on another master: {', '.join(sorted(elsewhere))} "
+                         f"({', '.join(f'{found[s]:.1f}' for s in sorted(elsewhere))} s)")
+    row.note = "; ".join(notes)
+
+
+def sale_skus(cluster: faults.Cluster | None, stock: int, run_index: int) -> tuple[list[str], int]:
+    """The SKUs of one sale and how many of them the Redis faults aim at (the
+    first ones): one SKU on the single Redis; on a cluster two on one master
+    (the run's turn) and one on each other master."""
+    if cluster is None:
+        return [harness.new_sku(stock, limit=4, prefix="CHAOS")], 1
+    from redis.crc import key_slot
+
+    from inventory.redis.keys import sku_keys
+
+    layout = cluster.layout()
+    masters = list(dict.fromkeys(port for _, _, port in layout))
+    aimed = masters[run_index % len(masters)]
+    want = {aimed: 2, **{m: 1 for m in masters if m != aimed}}
+    chosen: dict[int, list[str]] = {m: [] for m in masters}
+    while any(len(chosen[m]) < n for m, n in want.items()):
+        sku_id = f"CHAOS-{uuid.uuid4().hex[:8]}"
+        slot = key_slot(sku_keys(sku_id).stock.encode())
+        owner = next(port for start, end, port in layout if start <= slot <= end)
+        if len(chosen[owner]) < want[owner]:
+            chosen[owner].append(sku_id)
+    ordered = chosen[aimed] + [s for m in masters if m != aimed for s in chosen[m]]
+    return [harness.new_sku(stock, limit=4, sku_id=s) for s in ordered], want[aimed]
 
 
 def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: int, demand: int,
-             concurrency: int) -> Row:
+             concurrency: int, cluster: faults.Cluster | None = None, run_index: int = 0) -> Row:
     from django.db import close_old_connections
+    from redis.crc import key_slot
 
     from reconciliation.services import ReconciliationBusy, reconciliation_run
 
-    row = Row(" + ".join(names))
-    sku_id = harness.new_sku(stock, limit=4, prefix="CHAOS")
-    ctx = Context(stack, sku_id)
+    row = Row(" + ".join(names), faults=names)
+    skus, aimed = sale_skus(cluster, stock, run_index)
+    from inventory.redis.keys import sku_keys
+
+    ctx = Context(stack, skus, aimed=aimed, cluster=cluster, slot=key_slot(sku_keys(skus[0]).stock.encode()))
     seed = hash(row.name) & 0xFFFF
-    jobs = clicks(tokens, demand, seed=seed)
-    body = json.dumps({"sku_id": sku_id, "quantity": 1}).encode()
+    jobs = clicks(tokens, demand, seed=seed, skus=skus)
+    bodies = {sku: json.dumps({"sku_id": sku, "quantity": 1}).encode() for sku in skus}
 
     def make(i: int):
-        token, key = jobs[i]
+        token, key, sku = jobs[i]
         return ("POST", "/api/v1/orders", {"Authorization": f"Token {token}", "Content-Type": "application/json",
-                                           "Idempotency-Key": key}, body)
+                                           "Idempotency-Key": key}, bodies[sku])
 
     down_all_sale = "worker-down" in names
     if down_all_sale:
@@ -296,7 +504,7 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
-            live = redis_live.live_stock(sku_id=sku_id)
+            live = redis_live.live_stock(sku_id=ctx.sku_id)
             if live and live.available <= stock * 3 // 4:
                 break
         except RedisError:
@@ -306,21 +514,29 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
         progress(f"{row.name}: {name}")
         FAULTS[name](ctx)
         close_old_connections()
+        if ctx.losses:
+            progress(f"{row.name}: {name} over, {clock() - ctx.losses[0]:.1f} s after the loss")
     load.join()
+    if ctx.losses:
+        progress(f"{row.name}: load over, {clock() - ctx.losses[0]:.1f} s after the loss")
     if down_all_sale:
         stack.worker.start()
         harness.wait_consuming()
     if ctx.losses:
-        measure_pause(row, ctx, results, lambda: second_wave(stack.port, tokens, jobs, make, seed + 1))
+        measure_pause(row, ctx, results, jobs,
+                      lambda wave_skus: second_wave(stack.port, tokens, jobs, make, seed + 1, wave_skus))
     last_fault = time.monotonic()
 
     # --- judge -------------------------------------------------------------------------
     from orders.models import Order
 
     by_click: dict[tuple[str, str], set[str]] = {}
+    accepted_of: dict[str, set[str]] = {sku: set() for sku in skus}
     for r in results:
         if r.status == 202:
-            by_click.setdefault(jobs[r.index], set()).add(_body(r)["order_id"])
+            order_id = _body(r)["order_id"]
+            by_click.setdefault(jobs[r.index][:2], set()).add(order_id)
+            accepted_of[jobs[r.index][2]].add(order_id)
     accepted = set().union(*by_click.values()) if by_click else set()
     row.attempted, row.accepted = len(results), len(accepted)
     row.duplicated = sum(1 for ids in by_click.values() if len(ids) > 1)
@@ -328,7 +544,7 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     def drained() -> bool:
         close_old_connections()
         try:
-            if gate.inflight_entries(sku_id=sku_id):
+            if any(gate.inflight_entries(sku_id=sku) for sku in skus):
                 return False
         except RedisError:
             return False
@@ -341,25 +557,38 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     for _ in range(2):
         for _attempt in range(20):
             try:
-                reconciliation_run(trigger="command", observe_gap_s=0.2, sku_ids=[sku_id])
+                reconciliation_run(trigger="command", observe_gap_s=0.2, sku_ids=skus)
                 break
             except ReconciliationBusy:
                 time.sleep(0.5)
-    b = harness.balance(sku_id, stock, accepted)
-    row.confirmed, row.failed202, row.lost, row.oversold, row.drift = (
-        b.confirmed, b.failed_after_202, b.lost, b.oversold, b.drift)
+    balances = [harness.balance(sku, stock, accepted_of[sku]) for sku in skus]
+    row.confirmed = sum(b.confirmed for b in balances)
+    row.failed202 = sum(b.failed_after_202 for b in balances)
+    row.lost = sum(b.lost for b in balances)
+    row.oversold = sum(b.oversold for b in balances)
+    drifts = [b.drift for b in balances if b.drift is not None]
+    row.drift = (drifts[0] if len(skus) == 1 else sum(abs(d) for d in drifts)) if drifts else None
     # (Orders with no 202 behind them are requests interrupted by a kill: their
     # clients got no answer, a retry with the key gets the order. Not duplicates.)
     if ctx.inflight_at_loss:
         row.in_flight = "/".join(str(n) for n in ctx.inflight_at_loss)
+    left = heal_after(ctx) if cluster is not None else ""
+    if ctx.nodes:
+        row.node = ",".join(ctx.nodes)
     # Redis loss or not: nothing fails after its 202 and no key gets two orders.
     row.redis_loss = ctx.redis_loss
-    # After a loss the SKU must sell again by itself (or answer sold out from its rebuilt snapshot).
-    sells_again = not ctx.losses or row.pause_s is not None or row.note.endswith("sold out")
-    row.ok = (b.balanced and row.lost == 0 and row.oversold == 0 and row.drift in (0, None)
+    # After a loss each SKU must sell again by itself (or answer sold out from its rebuilt snapshot).
+    sells_again = not ctx.losses or "none within" not in row.note
+    balanced = all(b.balanced for b in balances)
+    row.ok = (balanced and row.lost == 0 and row.oversold == 0 and row.drift in (0, None)
               and row.failed202 == 0 and row.duplicated == 0 and sells_again)
-    if not b.balanced:
+    if not balanced:
         row.note = "; ".join(filter(None, ("buckets do not add up", row.note)))
+    n500 = sum(1 for r in results if r.status == 500)
+    if n500:  # no promise broken (no 202), but no answer the API documents either: see the web log
+        row.note = "; ".join(filter(None, (row.note, f"{n500} answered 500")))
+    if left:  # the cluster not whole, or a fence standing: the next run would start on it
+        row.ok, row.note = False, "; ".join(filter(None, (row.note, left)))
     return row
 
 
@@ -367,12 +596,31 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
 # worker is down for the whole sale, and just before and after a worker kill.
 LOSS_RUNS = [("redis-flushall",), ("redis-restart",), ("redis-rollback",), ("worker-down", "redis-restart"),
              ("redis-restart", "worker-kill"), ("worker-kill", "redis-flushall"), ("redis-rollback", "web-kill")]
+# On a cluster: each node fault alone and followed by a worker kill, a web kill
+# and a RabbitMQ restart, one with the worker down for the whole sale, and a
+# worker kill just before a kill (the RabbitMQ restarts last: they reach every
+# other user of the machine's broker).
+CLUSTER_LOSS_RUNS = (
+    [(f,) for f in CLUSTER_FAULTS]
+    + [(f, p) for p in ("worker-kill", "web-kill") for f in CLUSTER_FAULTS]
+    + [("worker-down", "redis-master-kill"), ("worker-kill", "redis-master-kill")]
+    + [(f, "rabbitmq-restart") for f in CLUSTER_FAULTS]
+)
+# The other faults the cluster's quick plan runs alone (as a control: the same
+# faults as on one Redis, now with the gate sharded). MariaDB's restart and
+# RabbitMQ's alone stay in the full plan: neither meets a Redis node.
+CLUSTER_QUICK_ALONE = ("worker-kill", "web-kill")
 
 
-def plan(only: list[str] | None, quick: bool) -> list[tuple[str, ...]]:
-    names = only or list(FAULTS)
+def plan(only: list[str] | None, quick: bool, cluster: bool = False) -> list[tuple[str, ...]]:
+    names = only or fault_names(cluster)
     singles = [(n,) for n in names]
     pairs = [p for p in itertools.permutations(names, 2) if "worker-down" not in p or p[0] == "worker-down"]
+    if cluster:
+        losses = [run for run in CLUSTER_LOSS_RUNS if set(run) <= set(names)]
+        if quick:
+            return list(dict.fromkeys([s for s in singles if s[0] in CLUSTER_QUICK_ALONE] + losses))
+        return list(dict.fromkeys(singles + losses + pairs))
     if quick:
         pairs = pairs[:: max(1, len(pairs) // 6)][:6]
     losses = [run for run in LOSS_RUNS if set(run) <= set(names)]
@@ -381,6 +629,7 @@ def plan(only: list[str] | None, quick: bool) -> list[tuple[str, ...]]:
 
 COLUMNS = ("attempted", "accepted", "confirmed", "failed202", "lost", "duplicated", "oversold", "drift",
            "in_flight", "drain_s", "pause_s", "n503")
+CLUSTER_COLUMNS = COLUMNS + ("node", "paused")
 
 
 def cell(row: Row, column: str) -> str:
@@ -391,58 +640,101 @@ def cell(row: Row, column: str) -> str:
     return f"{value:>10.1f}" if isinstance(value, float) else f"{str(value):>10}"
 
 
+def pauses_by_fault(rows: list[Row]) -> list[str]:
+    """Per cluster fault: the pause (median, max) of the runs it was in (and of
+    the run of it alone), the nodes and how many of each sale's SKUs paused."""
+    out = []
+    for name in CLUSTER_FAULTS:
+        mine = [r for r in rows if name in r.faults]
+        if not mine:
+            continue
+        pauses = [r.pause_s for r in mine if r.pause_s is not None]
+        figures = (f"median {statistics.median(pauses):.1f} s, max {max(pauses):.1f} s" if pauses
+                   else "no pause measured")
+        alone = [r.pause_s for r in mine if r.faults == (name,) and r.pause_s is not None]
+        if alone:
+            figures += f" (alone {', '.join(f'{p:.1f}' for p in alone)} s)"
+        out.append(f"{name}: {len(mine)} runs, pause {figures}; nodes {' '.join(r.node for r in mine)}; "
+                   f"SKUs paused {' '.join(r.paused for r in mine)}")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="every fault alone, six pairs and the Redis-loss runs")
+    ap.add_argument("--quick", action="store_true", help="every fault alone, six pairs and the Redis-loss runs "
+                    "(with --cluster: each node fault alone and paired, worker-kill and web-kill alone)")
     ap.add_argument("--only", help="comma-separated faults (with their pairs)")
     ap.add_argument("--list", action="store_true", help="list the faults and exit")
-    ap.add_argument("--stock", type=int, default=300)
+    ap.add_argument("--cluster", action="store_true",
+                    help="on the local Redis Cluster (bash scripts/cluster), with its node faults")
+    ap.add_argument("--cluster-base", type=int, default=None,
+                    help="the cluster's first port (default SECKILL_REDIS_CLUSTER_BASE, else 7000)")
+    ap.add_argument("--stock", type=int, default=None, help="units per SKU (300; 100 on a cluster, of four SKUs)")
     ap.add_argument("--demand", type=int, default=1200, help="clicks per run (plus one in ten retried)")
     ap.add_argument("--buyers", type=int, default=600)
     ap.add_argument("--concurrency", type=int, default=48)
     ap.add_argument("--server", choices=("granian", "gunicorn"), default="granian",
                     help="the web tier's server (default granian, as deployed)")
     args = ap.parse_args()
+    names = fault_names(args.cluster)
     if args.list:
-        for name, fn in FAULTS.items():
+        for name in names:
+            fn = FAULTS[name]
             say(f"{name}: {(fn.__doc__ or '').strip().splitlines()[0] if fn.__doc__ else ''}")
         return 0
     only = args.only.split(",") if args.only else None
-    unknown = set(only or ()) - set(FAULTS)
+    unknown = set(only or ()) - set(names)
     if unknown:
-        raise SystemExit(f"unknown fault(s): {', '.join(sorted(unknown))}; see --list")
-    runs = plan(only, args.quick)
+        raise SystemExit(f"unknown fault(s){' on a cluster' if args.cluster else ''}: "
+                         f"{', '.join(sorted(unknown))}; see --list")
+    runs = plan(only, args.quick, args.cluster)
+    cluster = None
+    if args.cluster:
+        base = args.cluster_base or int(os.environ.get("SECKILL_REDIS_CLUSTER_BASE") or 7000)
+        cluster = faults.Cluster(base)
+    stock = args.stock or (100 if cluster else 300)
+    configure(cluster)
 
-    say("setting up a fresh database seckill_chaos, Redis db 6 and queue seckill-chaos ...")
+    where = (f"Redis Cluster {faults.CLUSTER_HOST}:{cluster.ports[0]}-{cluster.ports[-1]}, prefix {CLUSTER_PREFIX}"
+             if cluster else f"Redis db {REDIS_DB}")
+    say(f"setting up a fresh database {DB_NAME}, {where} and queue {QUEUE} ...")
     faults.ensure_up()
+    if cluster:
+        cluster.up()
     harness.fresh_stores()
     tokens = harness.make_buyers(args.buyers)
     port = 19000 + random.randint(0, 999)
     stack = Stack(port, harness.start_web(port, 2, log="chaos-web.log", server=args.server),
                   harness.start_worker(log="chaos-worker.log"), harness.start_beat(log="chaos-beat.log"))
     rows: list[Row] = []
-    say(f"{len(runs)} runs: stock {args.stock}, {args.demand} clicks each (+10 % retried), "
-        f"{args.concurrency} connections, web server {args.server}\n")
-    say(f"{'run':<36} " + " ".join(f"{c:>10}" for c in COLUMNS) + "  verdict")
+    columns = CLUSTER_COLUMNS if cluster else COLUMNS
+    skus = "four SKUs (two on the master aimed at), " if cluster else ""
+    say(f"{len(runs)} runs: {skus}stock {stock}{' each' if cluster else ''}, {args.demand} clicks each "
+        f"(+10 % retried), {args.concurrency} connections, web server {args.server}\n")
+    say(f"{'run':<36} " + " ".join(f"{c:>10}" for c in columns) + "  verdict")
     try:
         for i, names in enumerate(runs, 1):
             progress(f"run {i}/{len(runs)}: {' + '.join(names)}")
             try:
-                row = run_once(stack, tokens, names, stock=args.stock, demand=args.demand,
-                               concurrency=args.concurrency)
+                row = run_once(stack, tokens, names, stock=stock, demand=args.demand,
+                               concurrency=args.concurrency, cluster=cluster, run_index=i - 1)
             except Exception as exc:  # a run that could not complete is a failed run
-                row = Row(" + ".join(names), ok=False, note=repr(exc)[:200])
+                row = Row(" + ".join(names), ok=False, note=repr(exc)[:200], faults=names)
                 faults.ensure_up()
+                if cluster:
+                    cluster.up()  # a killed node started again, a paused one resumed
                 for server in (stack.web, stack.worker, stack.beat):
                     if not server.alive:
                         server.start()
             rows.append(row)
-            say(f"{row.name:<36} " + " ".join(cell(row, c) for c in COLUMNS)
+            say(f"{row.name:<36} " + " ".join(cell(row, c) for c in columns)
                 + f"  {'ok' if row.ok else 'FAIL'} {row.note}")
     finally:
         for server in (stack.web, stack.worker, stack.beat):
             server.stop()
         faults.ensure_up()
+        if cluster:
+            cluster.up()
 
     total = {k: sum(getattr(r, k) for r in rows) for k in ("attempted", "accepted", "lost", "oversold", "failed202")}
     failed_clean = sum(r.failed202 for r in rows if not r.redis_loss)
@@ -452,10 +744,15 @@ def main() -> int:
     pauses = [r.pause_s for r in rows if r.pause_s is not None]
     pause_max, pause_median = (f"{max(pauses):.1f}", f"{statistics.median(pauses):.1f}") if pauses else ("-", "-")
     ok = all(r.ok for r in rows)
+    if cluster:
+        say("")
+        for line in pauses_by_fault(rows):
+            say(line)
+    redis_kind = f" redis=cluster:{cluster.ports[0]}" if cluster else ""
     say(f"\nruns={len(rows)} attempted={total['attempted']} accepted={total['accepted']} "
         f"failed_after_202={total['failed202']} failed_after_202_without_redis_loss={failed_clean} "
         f"duplicated_after_redis_loss={dup_loss} drift={drift} lost={total['lost']} oversold={total['oversold']} "
-        f"duplicated={dup_clean} pause_s_max={pause_max} pause_s_median={pause_median} "
+        f"duplicated={dup_clean} pause_s_max={pause_max} pause_s_median={pause_median}{redis_kind} "
         f"verdict={'ok' if ok else 'FAIL'}")
     return 0 if ok else 1
 

@@ -6,9 +6,15 @@ run them only where nothing else relies on those servers at that moment.
 """
 from __future__ import annotations
 
+import os
+import re
+import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
+
+import redis
 
 REDIS_PORT, MARIADB_PORT, RABBITMQ_PORT = 6379, 3306, 5672
 
@@ -169,3 +175,145 @@ def ensure_up() -> None:
     if subprocess.run(["rabbitmqctl", "-q", "status"], capture_output=True, timeout=60).returncode != 0 \
             or not _port_open(RABBITMQ_PORT):
         rabbitmq_start()
+
+
+# --- Redis Cluster -------------------------------------------------------------------------
+# The nodes of a local cluster that `bash scripts/cluster up` runs: nine on
+# base..base+8 (3 masters with 2 replicas each), base 7000 unless
+# SECKILL_REDIS_CLUSTER_BASE says otherwise. Only the nodes of that cluster are
+# touched, found by the pid files scripts/cluster writes.
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER_HOST = "127.0.0.1"
+CLUSTER_NODES = 9
+CLUSTER_PAUSE_S = 8.0
+
+
+class Cluster:
+    def __init__(self, base: int = 7000):
+        self.base = base
+        self.ports = [base + i for i in range(CLUSTER_NODES)]
+
+    @property
+    def url(self) -> str:
+        """REDIS_URL for this cluster (every node a seed: any one that answers gives the layout)."""
+        return "redis+cluster://" + ",".join(f"{CLUSTER_HOST}:{p}" for p in self.ports)
+
+    def _dir(self, port: int) -> Path:
+        root = ROOT / "var" / "cluster"
+        return (root / "redis" if self.base == 7000 else root / f"redis-{self.base}") / str(port)
+
+    def pid(self, port: int) -> int | None:
+        """The pid of our node on `port`, None when it is not running (a pid
+        file left by a SIGKILL, or a pid reused by another program, is no node)."""
+        try:
+            pid = int((self._dir(port) / "redis.pid").read_text().strip())
+            # Redis rewrites its title: "redis-server 127.0.0.1:7000 [cluster]"
+            title = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            return None
+        return pid if re.match(rf"redis-server \S*:{port}\b", title) else None
+
+    def up(self) -> None:
+        """`bash scripts/cluster up`: every node running (a killed one restarted
+        from its files rejoins as a replica, a paused one is resumed), every
+        slot served by a writable master, every replica in sync."""
+        script = ROOT / "scripts" / "cluster"
+        done = subprocess.run(["bash", str(script), "up"], capture_output=True, text=True, timeout=180,
+                              env=dict(os.environ, SECKILL_REDIS_CLUSTER_BASE=str(self.base)))
+        if done.returncode != 0:
+            raise RuntimeError(f"scripts/cluster up (base {self.base}) failed: {done.stderr.strip()[-800:]}")
+
+    def _node(self, port: int) -> redis.Redis:
+        return redis.Redis(host=CLUSTER_HOST, port=port, socket_timeout=1.0, socket_connect_timeout=0.5)
+
+    def _ask(self, port: int, *command):
+        node = self._node(port)
+        try:
+            return node.execute_command(*command)
+        finally:
+            node.close()
+
+    def layout(self, skip: tuple[int, ...] = ()) -> list[tuple[int, int, int]]:
+        """(first slot, last slot, master port) of each range, by slot, in the
+        view of the first node that answers (`skip`: nodes not to ask); [] when none does."""
+        for port in self.ports:
+            if port in skip or self.pid(port) is None:
+                continue
+            try:
+                ranges = self._ask(port, "CLUSTER", "SLOTS")
+            except redis.RedisError:
+                continue
+            return sorted((int(start), int(end), int(master[1])) for start, end, master, *_ in ranges)
+        return []
+
+    def slot_master(self, slot: int, skip: tuple[int, ...] = ()) -> int | None:
+        """The port of the master serving `slot` (see `layout`)."""
+        return next((port for start, end, port in self.layout(skip) if start <= slot <= end), None)
+
+    def masters(self) -> list[int]:
+        """The masters' ports, by the first slot they serve."""
+        return list(dict.fromkeys(port for _, _, port in self.layout()))
+
+    def _node_info(self, port: int) -> dict:
+        node = self._node(port)
+        try:
+            return node.info("replication")
+        finally:
+            node.close()
+
+    def synced_replica(self, master: int) -> int:
+        """A replica of `master` that is online with its link up (CLUSTER FAILOVER
+        itself waits until it has caught up the master's offset)."""
+        info = self._node_info(master)
+        for i in range(int(info.get("connected_slaves", 0))):
+            entry = info.get(f"slave{i}") or {}
+            port = int(entry.get("port", 0))
+            if entry.get("state") == "online" and port in self.ports:
+                mine = self._node_info(port)
+                if mine.get("master_link_status") == "up" and mine.get("master_port") == master:
+                    return port
+        raise RuntimeError(f"no synced replica of {master}")
+
+    def kill(self, port: int) -> None:
+        """SIGKILL: the process goes at once, its append-only file stays."""
+        pid = self.pid(port)
+        if pid is None:
+            raise RuntimeError(f"no node running on {port}")
+        os.kill(pid, signal.SIGKILL)
+        _wait(lambda: self.pid(port) is None, 10, f"node {port} to die")
+
+    def signal(self, port: int, sig: signal.Signals) -> None:
+        """SIGSTOP / SIGCONT: a paused node keeps its connections and answers nothing."""
+        pid = self.pid(port)
+        if pid is None:
+            raise RuntimeError(f"no node running on {port}")
+        os.kill(pid, sig)
+
+    def wait_promoted(self, slot: int, old: int, timeout: float = 30) -> int:
+        """Until a node other than `old` serves `slot` as a master (its own
+        word: the others may still name `old`); returns its port."""
+        found: list[int] = []
+
+        def promoted() -> bool:
+            for port in self.ports:
+                if port == old or self.pid(port) is None:
+                    continue
+                try:
+                    owner = self.slot_master(slot, skip=tuple(p for p in self.ports if p != port))
+                    if owner == port and self._node_info(port).get("role") == "master":
+                        found[:] = [port]
+                        return True
+                except redis.RedisError:
+                    continue
+            return False
+
+        _wait(promoted, timeout, f"a replica of {old} promoted")
+        return found[0]
+
+    def failover(self, replica: int, timeout: float = 30) -> None:
+        """CLUSTER FAILOVER on a replica (a planned handover: the master stops
+        its clients, the replica catches up, then takes over); waits until the
+        replica is a master."""
+        self._ask(replica, "CLUSTER", "FAILOVER")
+        _wait(lambda: self._node_info(replica).get("role") == "master", timeout, f"{replica} to take over")
