@@ -171,8 +171,9 @@ def snapshots_distrust(shard: Shard) -> None:
     # has there too, so their rebuild waits behind the queue with the claims'
     # (a SKU with a snapshot now was fenced above or loaded since: left alone).
     r = redis()
+    fenced = {f.sku_id for f in fences}
     for sku_id in selectors.sku_ids_live_warmed():
-        if shard_of(r, redis_keys.sku_keys(sku_id).stock).name == shard.name:
+        if sku_id not in fenced and shard_of(r, redis_keys.sku_keys(sku_id).stock).name == shard.name:
             raised = redis_snapshots.fence_raise(sku_id=sku_id, delay_ms=fence_delay_ms())
             if raised is not None:
                 fences.append(raised)
