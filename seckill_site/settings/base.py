@@ -123,12 +123,14 @@ REDIS_CLUSTER_USERNAME, REDIS_CLUSTER_PASSWORD = parse_cluster_credentials(REDIS
 # Every key the project writes starts with this, so a suite, a benchmark and a
 # fault run can share one cluster (which has database 0 only) without meeting.
 SECKILL_REDIS_PREFIX = parse_redis_prefix(os.environ.get("SECKILL_REDIS_PREFIX", "seckill"))
-# How much longer than a failover a Redis master cut off from its replicas may
-# still accept writes: it stops within min-replicas-max-lag (2 s) plus the second
-# a replica waits between two acks, 3 s after the cut; its replica is promoted no
-# sooner than the node timeout (2 s) after it. A lost shard's fences wait this
-# long on top of the publish budget (docs/architecture.md, "On a Redis Cluster").
-SECKILL_REDIS_CUTOFF_MS = env_int("SECKILL_REDIS_CUTOFF_MS", 1000 if REDIS_CLUSTER_NODES else 0)
+# How long a Redis master cut off from its replicas may still accept writes:
+# min-replicas-max-lag (2 s) plus the second a replica waits between two acks. A
+# lost shard's fences wait this long on top of the publish budget, without
+# counting on the node timeout that delays its replica's promotion: that margin
+# also covers a master paused a little longer than its failover (a process that
+# has not met the promotion yet may still be waiting on it when it resumes;
+# docs/architecture.md, "On a Redis Cluster").
+SECKILL_REDIS_CUTOFF_MS = env_int("SECKILL_REDIS_CUTOFF_MS", 3000 if REDIS_CLUSTER_NODES else 0)
 if REDIS_CLUSTER_NODES:
     # Nothing of the project uses Django's cache; django-redis cannot speak to a cluster.
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
