@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from core.redis import RedisError
+
 from inventory import messages, selectors as inventory_selectors
 from inventory.redis import gate, live as redis_live, snapshots as redis_snapshots
 from inventory.models import DeadLetter, InventoryLog, Sku
@@ -51,10 +53,20 @@ def orphans_recover(*, sku_ids: list[str] | None = None, cap: int | None = None,
     sweep = OrphanSweep()
     sku_ids = sku_ids if sku_ids is not None else inventory_selectors.sku_ids_sweepable()
     # A fence never listed is a message never sent, too (redis_snapshots.fences_relist).
-    if redis_snapshots.fences_relist(sku_ids=sku_ids):
-        logger.warning("orphan sweep: listed a fence again")
+    try:
+        if redis_snapshots.fences_relist(sku_ids=sku_ids):
+            logger.warning("orphan sweep: listed a fence again")
+    except RedisError as exc:  # a shard down: the next sweep lists them
+        logger.warning("orphan sweep: fences not relisted: %r", exc)
+    unreachable = []
     for sku_id in sku_ids:
-        due = gate.due(sku_id=sku_id, cap=cap, ahead_ms=int(ahead_s * 1000))
+        try:
+            due = gate.due(sku_id=sku_id, cap=cap, ahead_ms=int(ahead_s * 1000))
+        except RedisError:
+            # Its shard is down (a cluster's master lost, its replica not promoted
+            # yet): the SKUs of the other shards are swept meanwhile.
+            unreachable.append(sku_id)
+            continue
         if not due:
             continue
         ids = [r.order_id for r in due]
@@ -70,6 +82,11 @@ def orphans_recover(*, sku_ids: list[str] | None = None, cap: int | None = None,
     if sweep.republished or sweep.settled:
         logger.warning("orphan sweep: republished %d, settled %d (first: %s)", len(sweep.republished),
                        len(sweep.settled), (sweep.republished + sweep.settled)[:10])
+    if unreachable:
+        if len(unreachable) == len(sku_ids):
+            raise RedisError(f"orphan sweep: Redis unreachable for every SKU ({len(unreachable)})")
+        logger.warning("orphan sweep: %d SKU(s) not swept, their Redis shard unreachable: %s", len(unreachable),
+                       unreachable[:10])
     return sweep
 
 
