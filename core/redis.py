@@ -89,7 +89,10 @@ def redis() -> Redis | RedisCluster:
         return client
     with _cluster.lock:
         if _cluster.client is None or _cluster.pid != os.getpid():  # first use, or a fork
-            _cluster.client = cluster_client(settings.REDIS_CLUSTER_NODES)
+            try:
+                _cluster.client = cluster_client(settings.REDIS_CLUSTER_NODES)
+            except RedisClusterException as exc:  # no seed node answers: a store down (503), not a bug (500)
+                raise ShardDown(str(exc)) from exc
             _cluster.pid = os.getpid()
         return _cluster.client
 
@@ -226,7 +229,15 @@ def shards(client: Redis | RedisCluster | None = None) -> list[Shard]:
 # promotion may bring no NOSCRIPT. Each process therefore also checks a shard
 # whenever the node serving it is not the one it last checked (the first call,
 # a failover, a planned CLUSTER FAILOVER): the run id must be the one recorded,
-# and a promoted replica's is not (the key came from its old primary).
+# and a promoted replica's is not (the key came from its old primary). And
+# again once its last check is SHARD_RECHECK_S old: a node can lose the shard
+# and get it back (a tenure of another node in between that this process never
+# met, its own name and scripts unchanged), and its data may then be older
+# than its successor's; that takes a failure of the successor, whose
+# promotion comes no sooner than the cluster's node timeout (2 s in
+# scripts/cluster and compose; the check's period must stay below it). Only a planned
+# failover and back within the period goes unseen, and both handovers wait
+# for the replica to be in sync: nothing is lost with them.
 
 INSTANCE_CHECK_WAIT_S = 30.0
 # The checker's lock lapses this soon, so a checker that died (its process
@@ -312,28 +323,34 @@ def instance_check(shard: Shard | Redis, *, recorded_only: bool = False) -> None
     raise RedisError(f"the check of the new Redis instance {run_id} at {shard.name} did not finish")
 
 
+SHARD_RECHECK_S = 1.0
+
+
 class _Served:
-    """Per process: the node this process last checked for each shard (a
-    cluster's first slot of a range -> node name)."""
+    """Per process: the node this process last checked for each shard, and
+    when (a cluster's first slot of a range -> (node name, time.monotonic()))."""
 
     def __init__(self) -> None:
         self.pid = 0
-        self.by_first: dict[int, str] = {}
+        self.by_first: dict[int, tuple[str, float]] = {}
 
 
 _served = _Served()
 
 
 def _shard_served_by(client: RedisCluster, first: int, node) -> None:
-    """Check the shard before its first script call from a node this process
-    has not checked it on (first contact, a promotion, a planned failover)."""
+    """Check the shard before a script call from a node this process has not
+    checked it on (first contact, a promotion, a planned failover), or last
+    checked it on SHARD_RECHECK_S ago."""
     if _served.pid != os.getpid():
         _served.by_first, _served.pid = {}, os.getpid()
-    if _served.by_first.get(first) == node.name or getattr(_checking, "active", False):
+    now = time.monotonic()
+    name, checked = _served.by_first.get(first, ("", 0.0))
+    if (name == node.name and now - checked < SHARD_RECHECK_S) or getattr(_checking, "active", False):
         return
     shard = Shard(client.get_redis_connection(node), slot_tag(first), node.name)
     instance_check(shard, recorded_only=True)
-    _served.by_first[first] = node.name
+    _served.by_first[first] = (node.name, now)
 
 
 # --- Script calls on a lower layer of redis-py ---------------------------------------
@@ -440,6 +457,7 @@ def _cluster_evalsha(client: RedisCluster, commands: list[tuple]) -> list:
                 continue
             groups.setdefault(node.name, (node, first[client.keyslot(commands[i][3])], []))[2].append(i)
         ready = []
+        failed: list[str] = []  # nodes that failed or timed out: maybe paused or cut off, and replaced meanwhile
         for node, first_slot, idx in groups.values():  # every check before anything is sent
             try:
                 _shard_served_by(client, first_slot, node)
@@ -447,6 +465,8 @@ def _cluster_evalsha(client: RedisCluster, commands: list[tuple]) -> list:
                 for i in idx:  # nothing was sent there
                     replies[i] = exc
                 unsent.update(idx)
+                if not isinstance(exc, ShardDown):  # (a check under way elsewhere: the node answered)
+                    failed.append(node.name)
                 continue
             ready.append((node, idx))
         sent = []
@@ -458,15 +478,17 @@ def _cluster_evalsha(client: RedisCluster, commands: list[tuple]) -> list:
                 for i in idx:  # no connection: nothing was sent there
                     replies[i] = exc
                 unsent.update(idx)
+                failed.append(node.name)
                 continue
             try:
                 conn.send_packed_command(conn.pack_commands([commands[i] for i in idx]))
             except BaseException as exc:  # part of it may be on its way
                 conn.disconnect()
                 broken = broken or exc
+                failed.append(node.name)
                 continue
-            sent.append((conn, stack, idx))
-        for conn, stack, idx in sent:
+            sent.append((conn, stack, idx, node.name))
+        for conn, stack, idx, name in sent:
             try:
                 for i in idx:
                     try:
@@ -476,14 +498,18 @@ def _cluster_evalsha(client: RedisCluster, commands: list[tuple]) -> list:
             except BaseException as exc:
                 conn.disconnect()
                 broken = broken or exc
+                failed.append(name)
                 continue
             stack.append(conn)
         if broken is not None:
+            _layout_again(client, failed)
             raise ClusterCallError(f"script call failed on its way: {broken!r}") from broken
         again = [i for i in pending if i in unsent or isinstance(replies[i], _RESEND)]
         if not again:
             return replies
         if time.monotonic() + pause > deadline:
+            if failed:
+                _layout_again(client, failed)
             if len(unsent) == len(commands):
                 raise replies[again[0]]  # nothing ran anywhere: a failed connect, as with one Redis
             for i in unsent:  # others ran: this one must not read as "nothing ran"
@@ -491,11 +517,21 @@ def _cluster_evalsha(client: RedisCluster, commands: list[tuple]) -> list:
             return replies
         time.sleep(pause)
         pause = min(pause * 2, 0.2)
-        try:
-            client.nodes_manager.initialize()  # the slots moved, or a node failed: read the layout again
-        except RedisError as exc:
-            logger.info("cluster layout not read again yet: %r", exc)
+        _layout_again(client, failed)  # the slots moved, or a node failed (asked last)
         pending = again
+
+
+def _layout_again(client: RedisCluster, failed: list[str]) -> None:
+    """Read the cluster's layout again, the nodes in `failed` asked last. After
+    a timeout too (as redis-py does for its own commands): a paused master's
+    replica is promoted within seconds, and a layout left as it was would send
+    every later call of its slots into the same timeout until it woke up."""
+    try:
+        for name in failed:
+            client.nodes_manager.move_node_to_end_of_cached_nodes(name)
+        client.nodes_manager.initialize(last_failed_node_name=failed[-1] if failed else None)
+    except (RedisError, RedisClusterException) as exc:  # no node answers: the next call tries again
+        logger.info("cluster layout not read again yet: %r", exc)
 
 
 class GuardedScript(Script):
