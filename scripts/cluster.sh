@@ -206,14 +206,51 @@ redis_cluster_healthy() {  # serving, with every node running and every replica 
   redis_cluster_serving
 }
 
+redis_cluster_url() {  # REDIS_URL of this cluster: every node a seed, so any one that answers gives the layout
+  local seeds=() port
+  for port in "${REDIS_CLUSTER_PORTS[@]}"; do seeds+=("$REDIS_CLUSTER_HOST:$port"); done
+  local IFS=,
+  printf 'redis+cluster://%s' "${seeds[*]}"
+}
+
+redis_cluster_rebalance() {  # moves replicas until every master has REDIS_CLUSTER_REPLICAS of them
+  # Kills and failovers in a row can leave 3, 2 and 1 replicas (a replica
+  # migrates to a master left without one); a master with one replica then has
+  # none after its next failover and refuses writes (min-replicas-to-write).
+  local nodes needy donor replica moved=0
+  for _ in 1 2 3 4 5 6; do
+    nodes="$(redis_cli "${REDIS_CLUSTER_PORTS[0]}" cluster nodes)" || return 0
+    needy="$(awk -v want="$REDIS_CLUSTER_REPLICAS" '$3 ~ /master/ && $3 !~ /fail/ && $9 != "" {m[$1]=1}
+      $3 ~ /slave/ && $3 !~ /fail/ {n[$4]++}
+      END {for (id in m) if (n[id] + 0 < want) {print id; exit}}' <<<"$nodes")"
+    [ -n "$needy" ] || break
+    donor="$(awk -v want="$REDIS_CLUSTER_REPLICAS" '$3 ~ /slave/ && $3 !~ /fail/ {n[$4]++}
+      END {for (id in n) if (n[id] > want) {print id; exit}}' <<<"$nodes")"
+    [ -n "$donor" ] || break
+    replica="$(awk -v d="$donor" '$3 ~ /slave/ && $3 !~ /fail/ && $4 == d {split($2, a, "[:@]"); print a[2]; exit}' <<<"$nodes")"
+    [ -n "$replica" ] || break
+    redis_cli "$replica" cluster replicate "$needy" >/dev/null || break
+    moved=$((moved + 1))
+    sleep 0.5
+  done
+  if [ "$moved" -gt 0 ]; then log "moved $moved replica(s) so that every master has $REDIS_CLUSTER_REPLICAS"; fi
+}
+
 redis_cluster_up() {
-  local deadline=$((SECONDS + 60))
+  local deadline=$((SECONDS + 60)) balanced=""
   redis_cluster_ensure_installed
   redis_cluster_start_nodes
   redis_cluster_form
   # cluster_state:ok comes first; a restarted node then still needs its resync
   while ((SECONDS < deadline)); do
-    if redis_cluster_healthy; then log "Redis Cluster ok on $REDIS_CLUSTER_HOST:${REDIS_CLUSTER_PORTS[0]}-${REDIS_CLUSTER_PORTS[-1]}"; return 0; fi
+    if redis_cluster_healthy; then
+      if [ -z "$balanced" ]; then
+        balanced=1
+        redis_cluster_rebalance
+        continue  # a moved replica resyncs from its new master
+      fi
+      log "Redis Cluster ok on $REDIS_CLUSTER_HOST:${REDIS_CLUSTER_PORTS[0]}-${REDIS_CLUSTER_PORTS[-1]}"; return 0
+    fi
     sleep 0.1
   done
   log "the Redis Cluster is not healthy after 60 s:"
