@@ -12,15 +12,19 @@ REDIS_CLUSTER_HOST=127.0.0.1
 # SECKILL_REDIS_CLUSTER_BASE moves the nine ports (7000 by default; keep it
 # within 7000-7091): a fault run can then kill masters of a cluster of its own
 # while the suite uses the first. Each base has its own directory.
-REDIS_CLUSTER_BASE="${SECKILL_REDIS_CLUSTER_BASE:-7000}"
-REDIS_CLUSTER_PORTS=()
-for _i in 0 1 2 3 4 5 6 7 8; do REDIS_CLUSTER_PORTS+=("$((REDIS_CLUSTER_BASE + _i))"); done
+redis_cluster_use() {  # base: the nine ports from there, and their directory
+  REDIS_CLUSTER_BASE="$1"
+  REDIS_CLUSTER_PORTS=()
+  local i
+  for i in 0 1 2 3 4 5 6 7 8; do REDIS_CLUSTER_PORTS+=("$((REDIS_CLUSTER_BASE + i))"); done
+  if [ "$REDIS_CLUSTER_BASE" = 7000 ]; then
+    REDIS_CLUSTER_DIR="$PROJECT_DIR/var/cluster/redis"
+  else
+    REDIS_CLUSTER_DIR="$PROJECT_DIR/var/cluster/redis-$REDIS_CLUSTER_BASE"
+  fi
+}
+redis_cluster_use "${SECKILL_REDIS_CLUSTER_BASE:-7000}"
 REDIS_CLUSTER_REPLICAS=2
-if [ "$REDIS_CLUSTER_BASE" = 7000 ]; then
-  REDIS_CLUSTER_DIR="$PROJECT_DIR/var/cluster/redis"
-else
-  REDIS_CLUSTER_DIR="$PROJECT_DIR/var/cluster/redis-$REDIS_CLUSTER_BASE"
-fi
 # A master takes writes only while at least this many replicas acknowledged within
 # REDIS_CLUSTER_MAX_LAG seconds. One of two is the trade-off issue 20 asks for: a
 # master cut off from both replicas stops taking reservations its successor would
@@ -204,6 +208,14 @@ redis_cluster_healthy() {  # serving, with every node running and every replica 
     if grep -qx 'role:slave' <<<"$repl"; then grep -qx 'master_link_status:up' <<<"$repl" || return 1; fi
   done
   redis_cluster_serving
+}
+
+redis_cluster_ports_taken() {  # any of the nine ports (or their bus ports) in use by anything
+  local port
+  for port in "${REDIS_CLUSTER_PORTS[@]}"; do
+    if port_open "$port" || port_open $((port + 10000)); then return 0; fi
+  done
+  return 1
 }
 
 redis_cluster_url() {  # REDIS_URL of this cluster: every node a seed, so any one that answers gives the layout
