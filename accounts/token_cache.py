@@ -236,14 +236,7 @@ def tokens_distrust(*, shard: Shard, delay_ms: int) -> tuple[str, str]:
     Returns the fence's name and token, for the caller to list and send."""
     token = text(_scripts.get("claims_fence_raise")(keys=[claims_fence_key(shard.tag)],
                                                     args=[uuid.uuid4().hex, delay_ms]))
-    pipe = shard.client.pipeline(transaction=False)
-    dropped = 0
-    for name in shard.scan(f"{key('auth')}:{{*"):
-        pipe.unlink(name)
-        dropped += 1
-        if len(pipe) >= 500:
-            pipe.execute()
-    pipe.execute()
+    shard.unlink_matching(f"{key('auth')}:{{*")
     return CLAIMS_FENCE_PREFIX + shard.tag, token
 
 

@@ -152,6 +152,19 @@ class Shard:
         """Keys of this node only (a cluster's SCAN is per node)."""
         return self.client.scan_iter(match=match, count=1000)
 
+    def unlink_matching(self, match: str) -> int:
+        """Delete this node's keys that match, in pipelines of 500 (one key per
+        command: a cluster node refuses a multi-key command across slots)."""
+        gone = 0
+        pipe = self.client.pipeline(transaction=False)
+        for name in self.scan(match):
+            pipe.unlink(name)
+            gone += 1
+            if len(pipe) >= 500:
+                pipe.execute()
+        pipe.execute()
+        return gone
+
 
 @lru_cache(maxsize=None)
 def slot_tag(slot: int) -> str:
@@ -646,13 +659,4 @@ def __getattr__(name: str):
 def forget_everything() -> int:
     """Delete every key of this prefix (tests and benchmarks: one Redis's
     FLUSHDB would also take what other prefixes keep on a shared cluster)."""
-    gone = 0
-    for shard in shards():
-        pipe = shard.client.pipeline(transaction=False)
-        for name in shard.scan(f"{prefix()}:*"):
-            pipe.unlink(name)
-            gone += 1
-            if len(pipe) >= 500:
-                pipe.execute()
-        pipe.execute()
-    return gone
+    return sum(shard.unlink_matching(f"{prefix()}:*") for shard in shards())
