@@ -231,6 +231,11 @@ def claims_fence_key(tag: str) -> str:
     return key("claims-fence") if not tag else f"{tagged(tag)}:claims-fence"
 
 
+def claims_fence_key_of(name: str) -> str:
+    """The key of the claims fence listed as `name` ("@claims:<shard tag>")."""
+    return claims_fence_key(name[len(CLAIMS_FENCE_PREFIX):])
+
+
 def tokens_distrust(*, shard: Shard, delay_ms: int) -> tuple[str, str]:
     """Raise the shard's claims fence, then drop every token key it holds.
     Returns the fence's name and token, for the caller to list and send."""
@@ -241,14 +246,8 @@ def tokens_distrust(*, shard: Shard, delay_ms: int) -> tuple[str, str]:
 
 
 def claims_fence_pass(*, name: str, token: str) -> bool:
-    tag = name[len(CLAIMS_FENCE_PREFIX):]
-    raw = _scripts.get("claims_fence_pass")(keys=[claims_fence_key(tag)], args=[token])
+    raw = _scripts.get("claims_fence_pass")(keys=[claims_fence_key_of(name)], args=[token])
     return ClaimsFencePass(int(raw)) is ClaimsFencePass.PASSED
-
-
-def claims_fence_token(*, name: str) -> str | None:
-    raw = redis().get(claims_fence_key(name[len(CLAIMS_FENCE_PREFIX):]))
-    return None if raw is None else text(raw)
 
 
 def claims_trusted(*, token: str) -> bool:

@@ -216,13 +216,8 @@ def shards(client: Redis | RedisCluster | None = None) -> list[Shard]:
         return [shard_of(client, "")]
     first = _first_slots(client)
     table = client.nodes_manager.slots_cache
-    out, seen = [], set()
-    for slot in sorted(set(first)):
-        nodes = table.get(slot)
-        if nodes and (slot, nodes[0].name) not in seen:
-            seen.add((slot, nodes[0].name))
-            out.append(Shard(client.get_redis_connection(nodes[0]), slot_tag(slot), nodes[0].name))
-    return out
+    return [Shard(client.get_redis_connection(nodes[0]), slot_tag(slot), nodes[0].name)
+            for slot in sorted(set(first)) if (nodes := table.get(slot))]
 
 
 # --- A new Redis instance is not trusted until it was checked ---------------------------

@@ -112,7 +112,7 @@ def fence_raise(*, sku_id: str, delay_ms: int) -> Fence | None:
 def _fence_key(name: str) -> str:
     """A SKU's fence, or a shard's claims fence (token_cache.CLAIMS_FENCE_PREFIX)."""
     if name.startswith(token_cache.CLAIMS_FENCE_PREFIX):
-        return token_cache.claims_fence_key(name[len(token_cache.CLAIMS_FENCE_PREFIX):])
+        return token_cache.claims_fence_key_of(name)
     return sku_keys(name).fence
 
 
