@@ -168,6 +168,10 @@ def test_a_killed_workers_counts_stay_in_the_sum_and_a_restart_starts_from_zero(
     wait_until(lambda: not any(running(pid) for pid in workers), timeout=20, what="the killed workers gone")
     again = start_web(process_env, name=f"web-metrics-{server}-again", server=server, workers=2, port=port)
     try:
+        # listening is not serving: granian binds before its workers load the
+        # app, and a connection taken in between may be reset
+        wait_until(lambda: len(web_workers(again)) == 2 and _scrapes(port, cookie), timeout=30,
+                   what="the restarted workers answering")
         status, text = scrape(port, {"Cookie": cookie})
         assert status == 200, text[:300]
         assert samples(text).get("seckill_purchase_seconds_count", 0) == 0  # a new server, a clean slate
