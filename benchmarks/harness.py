@@ -100,8 +100,10 @@ def fresh_stores() -> None:
     redis_fresh()
     from seckill_site.celery import app
 
+    from inventory import messages
+
     with app.connection_for_write() as c:
-        for q in (settings.CELERY_QUEUE, settings.SECKILL_CONFIRM_QUEUE, settings.CELERY_DEAD_LETTER_QUEUE):
+        for q in (settings.CELERY_QUEUE, *messages.confirm_queue_names_all(), settings.CELERY_DEAD_LETTER_QUEUE):
             try:
                 c.channel().queue_delete(q)
             except Exception:
