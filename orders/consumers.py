@@ -95,7 +95,10 @@ class ConfirmConsumer(threading.Thread):
             queue = messages.confirm_queue(self.partition)(channel)
             queue.declare()
             buffer: list = []
-            consumer = Consumer(channel, queues=[queue], on_message=buffer.append, no_ack=False, accept=None)
+            # The tag names the worker and partition, so `rabbitmqctl list_consumers`
+            # shows which worker is each partition's active consumer.
+            consumer = Consumer(channel, queues=[queue], on_message=buffer.append, no_ack=False, accept=None,
+                                tag_prefix=liveness.consumer_member(self.identity, self.partition) + "/")
             consumer.consume()
             self.consuming.set()
             logger.info("confirm consumer %s consuming %s", self.identity, queue.name)
