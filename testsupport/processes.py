@@ -172,9 +172,15 @@ def start_worker(env: dict[str, str], *, concurrency: int = 2, name: str | None 
     wait_until(lambda: " ready." in proc.log_text() or proc.popen.poll() is not None, timeout=60,
                what="celery worker ready")
     assert proc.popen.poll() is None, proc.log_text()[-3000:]
-    wait_until(lambda: "confirm consumer" in proc.log_text() and " consuming " in proc.log_text(), timeout=30,
-               what="confirm consumer connected")
+    partitions = int(env.get("SECKILL_CONFIRM_PARTITIONS") or 1)
+    wait_until(lambda: consumers_connected(proc) >= partitions, timeout=30,
+               what=f"confirm consumer connected ({partitions} partition(s))")
     return proc
+
+
+def consumers_connected(proc: Proc) -> int:
+    """How many times the worker's confirm consumers connected (one line per partition each time)."""
+    return sum(1 for line in proc.log_text().splitlines() if "confirm consumer" in line and " consuming " in line)
 
 
 _session_workers: list[Proc] = []
