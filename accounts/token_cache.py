@@ -76,7 +76,8 @@ class TokenFill(enum.IntEnum):
 @_scripts.returns("claims_fence_pass")
 class ClaimsFencePass(enum.IntEnum):
     NOT_THIS = 0  # a copy of a passed fence, or one of an earlier loss
-    PASSED = 1
+    PASSED = 1    # a copy passed in every partition of the confirm stream: lifted
+    WAITING = 2   # this partition's copy passed; another partition's is still to pass
 
 
 @dataclass(frozen=True)
@@ -236,18 +237,29 @@ def claims_fence_key_of(name: str) -> str:
     return claims_fence_key(name[len(CLAIMS_FENCE_PREFIX):])
 
 
+def claims_fence_passed_key(fence_key: str) -> str:
+    """The partitions of the confirm stream a copy of the fence passed in (same slot)."""
+    return f"{fence_key}:passed"
+
+
 def tokens_distrust(*, shard: Shard, delay_ms: int) -> tuple[str, str]:
     """Raise the shard's claims fence, then drop every token key it holds.
     Returns the fence's name and token, for the caller to list and send."""
-    token = text(_scripts.get("claims_fence_raise")(keys=[claims_fence_key(shard.tag)],
+    fence = claims_fence_key(shard.tag)
+    token = text(_scripts.get("claims_fence_raise")(keys=[fence, claims_fence_passed_key(fence)],
                                                     args=[uuid.uuid4().hex, delay_ms]))
     shard.unlink_matching(f"{key('auth')}:{{*")
     return CLAIMS_FENCE_PREFIX + shard.tag, token
 
 
-def claims_fence_pass(*, name: str, token: str) -> bool:
-    raw = _scripts.get("claims_fence_pass")(keys=[claims_fence_key_of(name)], args=[token])
-    return ClaimsFencePass(int(raw)) is ClaimsFencePass.PASSED
+def claims_fence_pass(*, name: str, token: str, partition: int = 0, partitions: int = 1) -> ClaimsFencePass:
+    """A copy of the claims fence came out of `partition` of the confirm stream
+    (of `partitions`): the fence is lifted once a copy passed in every one,
+    since the lost claims named reservations of any SKU, in any partition."""
+    fence = claims_fence_key_of(name)
+    raw = _scripts.get("claims_fence_pass")(keys=[fence, claims_fence_passed_key(fence)],
+                                            args=[token, partition, partitions])
+    return ClaimsFencePass(int(raw))
 
 
 def claims_trusted(*, token: str) -> bool:

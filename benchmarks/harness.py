@@ -100,8 +100,10 @@ def fresh_stores() -> None:
     redis_fresh()
     from seckill_site.celery import app
 
+    from inventory import messages
+
     with app.connection_for_write() as c:
-        for q in (settings.CELERY_QUEUE, settings.SECKILL_CONFIRM_QUEUE, settings.CELERY_DEAD_LETTER_QUEUE):
+        for q in (settings.CELERY_QUEUE, *messages.confirm_queue_names_all(), settings.CELERY_DEAD_LETTER_QUEUE):
             try:
                 c.channel().queue_delete(q)
             except Exception:
@@ -371,10 +373,16 @@ def start_web(port: int, workers: int, extra: dict[str, str] | None = None, log:
 
 
 def start_worker(log: str = "bench-worker.log", extra: dict[str, str] | None = None,
-                 wait: bool = True) -> Server:
+                 wait: bool = True, partitions: int | None = None) -> Server:
+    """A worker; `partitions` sets its SECKILL_CONFIRM_PARTITIONS (a consumer
+    thread per partition; the web tier must publish to as many, so a run sets
+    it in the environment for both)."""
+    env = dict(os.environ, **(extra or {}))
+    if partitions is not None:
+        env["SECKILL_CONFIRM_PARTITIONS"] = str(partitions)
     worker = Server([str(BIN / "celery"), "-A", "seckill_site", "worker", "-l", "warning", "--concurrency", "4",
                      "--without-mingle", "--without-gossip", "-Q", os.environ["SECKILL_QUEUE"]],
-                    dict(os.environ, **(extra or {})), log, group="worker")
+                    env, log, group="worker")
     if wait:
         wait_consuming()
     return worker
@@ -388,12 +396,15 @@ def start_beat(log: str = "bench-beat.log") -> Server:
 
 
 def wait_consuming(timeout: float = 60) -> None:
-    """Until a confirm consumer reports itself alive."""
+    """Until a confirm consumer of every partition reports itself alive."""
+    from django.conf import settings
+
     from inventory.redis import liveness
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if liveness.consumers_alive(within_s=3):
+        seen = liveness.partitions_consumed(within_s=3)
+        if all(seen.get(k) for k in range(settings.SECKILL_CONFIRM_PARTITIONS)):
             return
         time.sleep(0.1)
     raise SystemExit("no confirm consumer came up; see var/*worker*.log")

@@ -2,9 +2,15 @@
 
 Confirm messages carry reservations from the gate to the confirm consumer
 (`orders.consumers`). They are not Celery task messages: the body is a small
-signed JSON list, read in bulk by one consumer per queue, because Celery's
+signed JSON list, read in bulk by one active consumer per queue, because Celery's
 per-message machinery cost more CPU than the confirm itself (docs/architecture.md,
 "The confirm consumer"). Gives and sweeps are ordinary Celery tasks, sent by name.
+
+The confirm stream may be split in partitions by SKU
+(SECKILL_CONFIRM_PARTITIONS): a SKU's reservations and its fence always go to
+its partition's queue (`partition_of`), so they stay in order there; a shard's
+claims fence, which must follow the reservations of any SKU, goes to every
+partition (accounts.token_cache.claims_fence_pass).
 """
 from __future__ import annotations
 
@@ -13,12 +19,15 @@ import logging
 import os
 import threading
 import time
+import zlib
+from collections import defaultdict
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from django.conf import settings
 from kombu import Connection, Exchange, Queue
 
+from accounts.token_cache import CLAIMS_FENCE_PREFIX
 from inventory import signing
 from inventory.domain import Reservation
 
@@ -49,14 +58,37 @@ def dead_letter_kind(task_name: str) -> str:
 
 # --- Queues ---------------------------------------------------------------------
 
-def confirm_queue() -> Queue:
-    """The confirm stream: a quorum queue (durable, counts deliveries) with one
-    active consumer at a time, so confirms of a SKU are applied in the order the
-    broker received them; past the delivery limit a message is dead-lettered."""
-    name = settings.SECKILL_CONFIRM_QUEUE
+def partitions() -> int:
+    """How many partitions the confirm stream has (SECKILL_CONFIRM_PARTITIONS)."""
+    return max(1, int(settings.SECKILL_CONFIRM_PARTITIONS))
+
+
+def partition_of(sku_id: str) -> int:
+    """The partition of a SKU's confirm messages: a hash every process computes
+    alike (Python's own hash() is salted per process)."""
+    n = partitions()
+    return 0 if n == 1 else zlib.crc32(sku_id.encode()) % n
+
+
+def confirm_queue_name(partition: int = 0) -> str:
+    """Partition 0 keeps the one queue's name, so a change from 1 partition to
+    more keeps the messages already in it."""
+    base = settings.SECKILL_CONFIRM_QUEUE
+    return base if partition == 0 else f"{base}.{partition}"
+
+
+def confirm_queue(partition: int = 0) -> Queue:
+    """A partition of the confirm stream: a quorum queue (durable, counts
+    deliveries) with one active consumer at a time, so confirms of a SKU are
+    applied in the order the broker received them; past the delivery limit a
+    message is dead-lettered. Every partition is bound to the one direct
+    exchange of before by its own routing key (its name): the publisher picks
+    the partition, so no exchange type or plugin is needed."""
+    name = confirm_queue_name(partition)
+    exchange = settings.SECKILL_CONFIRM_QUEUE
     dead = settings.CELERY_DEAD_LETTER
     return Queue(
-        name, Exchange(name, type="direct", durable=True), routing_key=name, durable=True,
+        name, Exchange(exchange, type="direct", durable=True), routing_key=name, durable=True,
         queue_arguments={
             "x-queue-type": "quorum",
             "x-single-active-consumer": True,
@@ -65,6 +97,21 @@ def confirm_queue() -> Queue:
             "x-dead-letter-routing-key": dead.routing_key,
         },
     )
+
+
+def confirm_queues() -> list[Queue]:
+    """Every partition's queue, partition 0 first."""
+    return [confirm_queue(k) for k in range(partitions())]
+
+
+# Test and benchmark clean-ups delete this many partitions' queues, whatever the
+# setting of the run is: a run with more partitions may have left some.
+PARTITIONS_CLEANED = 16
+
+
+def confirm_queue_names_all() -> list[str]:
+    """The queue names of every partition a run may have used (its clean-up)."""
+    return [confirm_queue_name(k) for k in range(max(partitions(), PARTITIONS_CLEANED))]
 
 
 def dead_letter_queue() -> Queue:
@@ -134,8 +181,7 @@ def confirm_decode(body: bytes | str, headers: dict | None) -> list[Reservation]
 class _Publisher:
     conn: Connection
     channel: object  # py-amqp's channel, in confirm mode when the connection asks for it
-    exchange: str
-    routing_key: str
+    declared: set[int]  # the partitions whose queue this channel declared
 
 
 _local = threading.local()
@@ -152,12 +198,20 @@ def _publisher(confirm: bool) -> _Publisher:
     if pub is None:
         conn = Connection(settings.CELERY_BROKER_URL, connect_timeout=2,
                           transport_options={"confirm_publish": confirm})
-        queue = confirm_queue()
         channel = conn.channel()
         dead_letter_queue()(channel).declare()
-        queue(channel).declare()  # idempotent; the consumer declares the same
-        pub = cache[confirm] = _Publisher(conn, channel, queue.exchange.name, queue.routing_key)
+        pub = cache[confirm] = _Publisher(conn, channel, set())
     return pub
+
+
+def _route(pub: _Publisher, partition: int) -> tuple[str, str]:
+    """The exchange and routing key of a partition, its queue declared once per
+    channel (idempotent; the consumer declares the same)."""
+    queue = confirm_queue(partition)
+    if partition not in pub.declared:
+        queue(pub.channel).declare()
+        pub.declared.add(partition)
+    return queue.exchange.name, queue.routing_key
 
 
 def _drop(confirm: bool) -> None:
@@ -169,8 +223,9 @@ def _drop(confirm: bool) -> None:
             pass
 
 
-def _send(body: bytes, headers: dict[str, str], *, deadline: float, confirm: bool = True) -> None:
-    """Publish once, persistent; with `confirm`, return only when the broker
+def _send(body: bytes, headers: dict[str, str], *, deadline: float, confirm: bool = True,
+          partition: int = 0) -> None:
+    """Publish once to a partition's queue, persistent; with `confirm`, return only when the broker
     has the message. A connection that died (broker restarted) is replaced once
     if time remains; a timeout leaves the outcome unknown, so the caller must
     treat the message as possibly stored."""
@@ -185,9 +240,10 @@ def _send(body: bytes, headers: dict[str, str], *, deadline: float, confirm: boo
             # every message, and a sale sends about one message per click at
             # this machine's rates (the queue was declared with the channel).
             pub = _publisher(confirm)
+            exchange, routing_key = _route(pub, partition)
             message = pub.channel.prepare_message(body, 0, "application/json", "binary", headers,
                                                   {"delivery_mode": 2})
-            pub.channel.basic_publish(message, exchange=pub.exchange, routing_key=pub.routing_key,
+            pub.channel.basic_publish(message, exchange=exchange, routing_key=routing_key,
                                       timeout=remaining)
             return
         except Exception:
@@ -205,10 +261,11 @@ class _Waiting:
 
 
 class _GroupPublisher:
-    """The purchase path's publishes of one process, sent together.
+    """The purchase path's publishes of one process to one partition, sent together.
 
-    A request hands its reservation over and waits. One thread per process
-    publishes whatever has gathered as one message (up to
+    A request hands its reservation over and waits. One thread per process and
+    partition (its own connection: a slow queue leader holds only its own
+    partition's requests) publishes whatever has gathered as one message (up to
     SECKILL_MESSAGE_CHUNK reservations), waits for the broker's confirm, and
     wakes every request of the message; what arrives meanwhile goes in the next
     one. Nothing waits on purpose: under light load a message carries one
@@ -219,7 +276,8 @@ class _GroupPublisher:
     of it published after all is refused by the confirm (its decision says
     released: inventory.services.decisions)."""
 
-    def __init__(self) -> None:
+    def __init__(self, partition: int = 0) -> None:
+        self.partition = partition
         self.lock = threading.Lock()
         self.ready = threading.Condition(self.lock)
         self.waiting: list[_Waiting] = []
@@ -240,7 +298,8 @@ class _GroupPublisher:
         if self.pid != os.getpid():  # first use in this process (gunicorn forks its workers)
             self.pid = os.getpid()
             self.waiting = []
-            threading.Thread(target=self._loop, name="confirm-publisher", daemon=True).start()
+            name = "confirm-publisher" + (f"-{self.partition}" if self.partition else "")
+            threading.Thread(target=self._loop, name=name, daemon=True).start()
 
     def _loop(self) -> None:
         while True:
@@ -256,7 +315,7 @@ class _GroupPublisher:
                 if live:
                     body, headers = confirm_encode([w.reservation for w in live])
                     _send(body, headers, deadline=min(w.deadline for w in live),
-                          confirm=settings.SECKILL_WEB_PUBLISH_CONFIRM)
+                          confirm=settings.SECKILL_WEB_PUBLISH_CONFIRM, partition=self.partition)
             except BaseException as exc:  # noqa: BLE001 - every waiter hears of it
                 for w in live:
                     w.error = exc
@@ -266,35 +325,66 @@ class _GroupPublisher:
                 w.done.set()
 
 
-_group = _GroupPublisher()
+_groups: dict[int, _GroupPublisher] = {}
+_groups_lock = threading.Lock()
+
+
+def _group(partition: int) -> _GroupPublisher:
+    group = _groups.get(partition)
+    if group is None:
+        with _groups_lock:
+            group = _groups.setdefault(partition, _GroupPublisher(partition))
+    return group
 
 
 def publish_confirm(reservation: Reservation, *, deadline: float) -> None:
     """The purchase path's publish: the reservation is in a message the broker
     confirmed before `deadline` (time.monotonic) when this returns; raises
     otherwise (then the message may or may not exist)."""
-    _group.publish(reservation, deadline=deadline)
+    _group(partition_of(reservation.sku_id)).publish(reservation, deadline=deadline)
+
+
+def _by_partition(items: Iterable, sku_of) -> dict[int, list]:
+    """Items split by their SKU's partition, each partition's in their order."""
+    out: dict[int, list] = defaultdict(list)
+    for item in items:
+        out[partition_of(sku_of(item))].append(item)
+    return dict(sorted(out.items()))
 
 
 def publish_confirms(reservations: Sequence[Reservation]) -> int:
-    """Publish reservations again (orphan sweep), a bounded number per message,
-    each message confirmed. Returns how many messages were sent."""
+    """Publish reservations again (orphan sweep, dead-letter replay), each to its
+    SKU's partition, a bounded number per message, each message confirmed.
+    Returns how many messages were sent."""
     chunk = settings.SECKILL_MESSAGE_CHUNK
     sent = 0
-    for i in range(0, len(reservations), chunk):
-        body, headers = confirm_encode(reservations[i:i + chunk])
-        _send(body, headers, deadline=time.monotonic() + PUBLISH_TIMEOUT_S)
-        sent += 1
+    for partition, rows in _by_partition(reservations, lambda r: r.sku_id).items():
+        for i in range(0, len(rows), chunk):
+            body, headers = confirm_encode(rows[i:i + chunk])
+            _send(body, headers, deadline=time.monotonic() + PUBLISH_TIMEOUT_S, partition=partition)
+            sent += 1
     return sent
 
 
+def fence_partitions(name: str) -> list[int]:
+    """The partitions a fence goes to: a SKU's fence to its SKU's (behind every
+    confirm of that SKU); a shard's claims fence, whose claims named
+    reservations of any SKU, to every one (it passes once every copy has)."""
+    return list(range(partitions())) if name.startswith(CLAIMS_FENCE_PREFIX) else [partition_of(name)]
+
+
 def publish_fences(fences: Sequence[tuple[str, str]]) -> None:
-    """Send fences into the confirm queue, behind everything already in it
-    (confirmed by the broker, or raises)."""
+    """Send fences into the confirm stream, each behind everything already in
+    its partition(s) (fence_partitions; confirmed by the broker, or raises)."""
     chunk = settings.SECKILL_MESSAGE_CHUNK
-    for i in range(0, len(fences), chunk):
-        body, headers = fence_encode(fences[i:i + chunk])
-        _send(body, headers, deadline=time.monotonic() + PUBLISH_TIMEOUT_S)
+    routed: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    for fence in fences:
+        for partition in fence_partitions(fence[0]):
+            routed[partition].append(fence)
+    for partition, rows in sorted(routed.items()):
+        for i in range(0, len(rows), chunk):
+            body, headers = fence_encode(rows[i:i + chunk])
+            _send(body, headers, deadline=time.monotonic() + PUBLISH_TIMEOUT_S, partition=partition)
 
 
 def publish_gives(payloads: list[dict]) -> str:
@@ -326,23 +416,34 @@ class QueueDepth:
 
 
 def confirm_queue_depth() -> QueueDepth:
-    """The confirm queue's depth, over one connection kept per process (a probe
-    opens no connection per call). Raises when the broker cannot be reached."""
+    """The confirm stream's depth: every partition's messages and consumers
+    summed. Raises when the broker cannot be reached."""
+    depths = confirm_queue_depths()
+    return QueueDepth(sum(d.messages for d in depths), sum(d.consumers for d in depths))
+
+
+def confirm_queue_depths() -> list[QueueDepth]:
+    """Each partition's depth, partition 0 first, over one connection kept per
+    process (a probe opens no connection per call). Raises when the broker
+    cannot be reached."""
     with _probe_lock:
-        conn = _probe.get("conn")
-        try:
-            if conn is None:
-                conn = _probe["conn"] = Connection(settings.CELERY_BROKER_URL, connect_timeout=2)
-            _name, messages, consumers = conn.default_channel.queue_declare(
-                queue=settings.SECKILL_CONFIRM_QUEUE, passive=True)
-            return QueueDepth(int(messages), int(consumers))
-        except Exception as exc:
-            _probe.pop("conn", None)
-            if conn is not None:
-                try:
-                    conn.release()
-                except Exception:
-                    pass
-            if "NOT_FOUND" in str(exc):  # not declared yet: nothing waits in it
-                return QueueDepth(0, 0)
-            raise
+        return [_depth(confirm_queue_name(k)) for k in range(partitions())]
+
+
+def _depth(name: str) -> QueueDepth:
+    conn = _probe.get("conn")
+    try:
+        if conn is None:
+            conn = _probe["conn"] = Connection(settings.CELERY_BROKER_URL, connect_timeout=2)
+        _name, messages, consumers = conn.default_channel.queue_declare(queue=name, passive=True)
+        return QueueDepth(int(messages), int(consumers))
+    except Exception as exc:
+        _probe.pop("conn", None)
+        if conn is not None:
+            try:
+                conn.release()
+            except Exception:
+                pass
+        if "NOT_FOUND" in str(exc):  # not declared yet: nothing waits in it
+            return QueueDepth(0, 0)
+        raise

@@ -5,6 +5,7 @@ import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -201,9 +202,17 @@ def _broker() -> None:
 
 
 def _worker() -> str | None:
-    if liveness.consumers_alive(within_s=WORKER_SEEN_WITHIN_SECONDS):
+    """Every partition of the confirm stream has a consumer alive (a partition
+    without one holds its SKUs' confirms and fences while the others drain)."""
+    seen = liveness.partitions_consumed(within_s=WORKER_SEEN_WITHIN_SECONDS)
+    n = settings.SECKILL_CONFIRM_PARTITIONS
+    missing = [p for p in range(n) if not seen.get(p)]
+    if not missing:
         return None
-    return f"error: no confirm consumer seen within {WORKER_SEEN_WITHIN_SECONDS:.0f} s"
+    if len(missing) == n:
+        return f"error: no confirm consumer seen within {WORKER_SEEN_WITHIN_SECONDS:.0f} s"
+    return (f"error: no confirm consumer of partition {', '.join(map(str, missing))} of {n} seen within "
+            f"{WORKER_SEEN_WITHIN_SECONDS:.0f} s")
 
 
 BEAT_SLACK_MS = 2000

@@ -1,7 +1,11 @@
 """The confirm consumer: a Celery worker bootstep that turns confirm messages
 into orders, in bulk.
 
-It owns one thread and one broker connection. On every (re)connection it builds
+It owns one thread and one broker connection per partition of the confirm
+stream (SECKILL_CONFIRM_PARTITIONS; each partition's queue has one active
+consumer, so with two workers each has a standby in the other). Partitions hold
+disjoint SKUs, so their threads never confirm the same SKU at once. On every
+(re)connection a thread builds
 a new channel, queue and consumer, so a broker restart can never leave it bound
 to a dead connection (celery-batches' flush timer stays on the dead hub after a
 reconnect: clokep/celery-batches#107; kombu consumers must consume again after
@@ -44,9 +48,12 @@ FENCES_EVERY_S = 0.25
 
 
 class ConfirmConsumer(threading.Thread):
-    def __init__(self, *, name: str | None = None) -> None:
-        super().__init__(name="confirm-consumer", daemon=True)
+    """The consumer of one partition of the confirm stream."""
+
+    def __init__(self, *, name: str | None = None, partition: int = 0) -> None:
+        super().__init__(name="confirm-consumer" + (f"-{partition}" if partition else ""), daemon=True)
         self.identity = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.partition = partition
         self.stopping = threading.Event()
         self.consuming = threading.Event()
         self.batches = 0
@@ -85,10 +92,13 @@ class ConfirmConsumer(threading.Thread):
             channel = conn.channel()
             channel.basic_qos(0, batch_size, False)
             messages.dead_letter_queue()(channel).declare()
-            queue = messages.confirm_queue()(channel)
+            queue = messages.confirm_queue(self.partition)(channel)
             queue.declare()
             buffer: list = []
-            consumer = Consumer(channel, queues=[queue], on_message=buffer.append, no_ack=False, accept=None)
+            # The tag names the worker and partition, so `rabbitmqctl list_consumers`
+            # shows which worker is each partition's active consumer.
+            consumer = Consumer(channel, queues=[queue], on_message=buffer.append, no_ack=False, accept=None,
+                                tag_prefix=liveness.consumer_member(self.identity, self.partition) + "/")
             consumer.consume()
             self.consuming.set()
             logger.info("confirm consumer %s consuming %s", self.identity, queue.name)
@@ -139,16 +149,18 @@ class ConfirmConsumer(threading.Thread):
         # A store away is waited out as for the confirms (a dead MySQL connection
         # is replaced on the way); any other failure leaves the fence standing,
         # and it is sent again (redis_snapshots.FENCE_AGAIN_MS).
+        # A SKU's fence comes in its SKU's partition, behind all its confirms; a
+        # claims fence comes in every partition and passes once each has passed it.
         for sku_id, token in dict(fences).items():
             try:
-                until_done(lambda sku_id=sku_id, token=token: stock_fence_pass(sku_id=sku_id, token=token),
-                           idle=idle, what=f"fence of {sku_id}")
+                until_done(lambda sku_id=sku_id, token=token: stock_fence_pass(
+                    sku_id=sku_id, token=token, partition=self.partition), idle=idle, what=f"fence of {sku_id}")
             except Exception as exc:
                 logger.warning("fence of %s not passed: %r", sku_id, exc)
 
     def _send_fences(self) -> None:
-        """Send the fences that are due into the confirm queue (any consumer
-        may; a copy is harmless)."""
+        """Send the fences that are due into the confirm stream, each to its
+        partition(s) (any consumer may, of any partition; a copy is harmless)."""
         now = time.monotonic()
         if now - self._last_fences < FENCES_EVERY_S:
             return
@@ -168,7 +180,8 @@ class ConfirmConsumer(threading.Thread):
             return
         self._last_beat = now
         try:
-            liveness.consumer_beat(identity=self.identity, consuming=self.consuming.is_set())
+            liveness.consumer_beat(identity=self.identity, consuming=self.consuming.is_set(),
+                                   partition=self.partition)
         except RedisError:
             pass  # health will say Redis is down
 
@@ -178,24 +191,28 @@ def _is_connection_error(exc: BaseException) -> bool:
 
 
 class ConfirmConsumerStep(bootsteps.StartStopStep):
-    """Runs a ConfirmConsumer for the life of the worker."""
+    """Runs a ConfirmConsumer per partition for the life of the worker."""
 
     label = "confirm consumer"
 
     def __init__(self, parent, **kwargs) -> None:
         super().__init__(parent, **kwargs)
-        self.consumer: ConfirmConsumer | None = None
+        self.consumers: list[ConfirmConsumer] = []
 
     def include_if(self, parent) -> bool:
         return bool(settings.SECKILL_CONFIRM_CONSUMER)
 
     def start(self, parent) -> None:
-        self.consumer = ConfirmConsumer(name=getattr(parent, "hostname", None))
-        self.consumer.start()
+        name = getattr(parent, "hostname", None)
+        self.consumers = [ConfirmConsumer(name=name, partition=k) for k in range(messages.partitions())]
+        for consumer in self.consumers:
+            consumer.start()
 
     def stop(self, parent) -> None:
-        if self.consumer is not None:
-            self.consumer.stop()
+        for consumer in self.consumers:  # all told at once: their batches finish side by side
+            consumer.stopping.set()
+        for consumer in self.consumers:
+            consumer.stop()
 
     def shutdown(self, parent) -> None:
         self.stop(parent)

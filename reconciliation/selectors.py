@@ -223,7 +223,8 @@ def dead_letters_count() -> int:
 
 
 def confirm_queue_depth() -> int | None:
-    """Messages waiting in the confirm queue; None when the broker cannot be asked."""
+    """Messages waiting in the confirm stream (every partition's summed); None
+    when the broker cannot be asked."""
     from inventory import messages
 
     try:

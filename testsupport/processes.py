@@ -39,12 +39,15 @@ def _clean_stores():
     else:
         redis().flushdb()
     redis_trusted()
+    from inventory import messages
     from seckill_site.celery import app
 
     with app.connection_for_write() as conn:
         # The test queues are the tests' own: delete them, so they are declared
-        # again with exactly the arguments the code asks for.
-        for queue in (settings.CELERY_QUEUE, settings.SECKILL_CONFIRM_QUEUE, settings.CELERY_DEAD_LETTER_QUEUE):
+        # again with exactly the arguments the code asks for (every partition
+        # of the confirm stream a test may have used).
+        for queue in (settings.CELERY_QUEUE, *messages.confirm_queue_names_all(),
+                      settings.CELERY_DEAD_LETTER_QUEUE):
             try:
                 conn.channel().queue_delete(queue)
             except Exception:  # not declared yet
@@ -72,7 +75,8 @@ def _redis_checked(django_db_blocker):
                 with django_db_blocker.unblock():  # the check fences the live SKUs MySQL has there
                     instance_check(shard, recorded_only=True)
             if instance is None or fence is not None:
-                shard.client.delete(token_cache.claims_fence_key(shard.tag))
+                fence = token_cache.claims_fence_key(shard.tag)
+                shard.client.delete(fence, token_cache.claims_fence_passed_key(fence))
     except RedisError:
         pass  # a test that stopped a store: the next one meets it as it is
 
@@ -168,9 +172,15 @@ def start_worker(env: dict[str, str], *, concurrency: int = 2, name: str | None 
     wait_until(lambda: " ready." in proc.log_text() or proc.popen.poll() is not None, timeout=60,
                what="celery worker ready")
     assert proc.popen.poll() is None, proc.log_text()[-3000:]
-    wait_until(lambda: "confirm consumer" in proc.log_text() and " consuming " in proc.log_text(), timeout=30,
-               what="confirm consumer connected")
+    partitions = int(env.get("SECKILL_CONFIRM_PARTITIONS") or 1)
+    wait_until(lambda: consumers_connected(proc) >= partitions, timeout=30,
+               what=f"confirm consumer connected ({partitions} partition(s))")
     return proc
+
+
+def consumers_connected(proc: Proc) -> int:
+    """How many times the worker's confirm consumers connected (one line per partition each time)."""
+    return sum(1 for line in proc.log_text().splitlines() if "confirm consumer" in line and " consuming " in line)
 
 
 _session_workers: list[Proc] = []

@@ -3,14 +3,16 @@ a wipe). While its claims fence stands, a token of this shard whose record
 must be filled from MySQL is answered 503: the reservations its lost claims
 named may still be in the broker, not yet in MySQL. The fence passes when its
 message comes out of the confirm queue, behind all of them
-(claims_fence_pass.lua).
+(claims_fence_pass.lua), in every partition of it.
 KEYS[1] <prefix>:{<shard tag>}:claims-fence   the fence: "<id>|<not before ms>"
+KEYS[2] <prefix>:{<shard tag>}:claims-fence:passed   the partitions a copy passed (cleared)
 ARGV[1] a new id  ARGV[2] delay before the fence may be sent (ms)
 Returns the fence.
 ]]
-if #KEYS ~= 1 or #ARGV ~= 2 then
-  return redis.error_reply('claims_fence_raise: expects 1 key and 2 args')
+if #KEYS ~= 2 or #ARGV ~= 2 then
+  return redis.error_reply('claims_fence_raise: expects 2 keys and 2 args')
 end
 local token = ARGV[1] .. '|' .. (now_ms() + tonumber(ARGV[2]))
 redis.call('SET', KEYS[1], token)
+redis.call('DEL', KEYS[2])
 return token

@@ -34,20 +34,46 @@ def _shards_silent() -> list[str]:
 
 # --- Liveness of the confirm consumers ---------------------------------------------------
 
-def consumer_beat(*, identity: str, consuming: bool) -> None:
+# A consumer of partition k > 0 beats as "<identity>#<k>"; partition 0's beat is
+# the identity alone, as with the one queue of before.
+PARTITION_MARK = "#"
+
+
+def consumer_member(identity: str, partition: int = 0) -> str:
+    return identity if partition == 0 else f"{identity}{PARTITION_MARK}{partition}"
+
+
+def member_partition(member: str) -> int:
+    head, mark, tail = member.rpartition(PARTITION_MARK)
+    return int(tail) if mark and head and tail.isdigit() else 0
+
+
+def consumer_beat(*, identity: str, consuming: bool, partition: int = 0) -> None:
     now = int(time.time() * 1000)
+    member = consumer_member(identity, partition)
     pipe = redis().pipeline(transaction=False)
     if consuming:
-        pipe.zadd(CONSUMERS_KEY, {identity: now})
+        pipe.zadd(CONSUMERS_KEY, {member: now})
     else:
-        pipe.zrem(CONSUMERS_KEY, identity)
+        pipe.zrem(CONSUMERS_KEY, member)
     pipe.zremrangebyscore(CONSUMERS_KEY, "-inf", now - 3_600_000)
     pipe.execute()
 
 
 def consumers_alive(*, within_s: float) -> list[str]:
+    """The consumers (of any partition) that beat consuming within the last `within_s`."""
     now = int(time.time() * 1000)
     return [text(m) for m in redis().zrangebyscore(CONSUMERS_KEY, now - int(within_s * 1000), "+inf")]
+
+
+def partitions_consumed(*, within_s: float) -> dict[int, int]:
+    """Partition -> how many consumers of it beat consuming within the last
+    `within_s` (one is the active one, the others stand by)."""
+    out: dict[int, int] = {}
+    for member in consumers_alive(within_s=within_s):
+        p = member_partition(member)
+        out[p] = out.get(p, 0) + 1
+    return out
 
 
 # --- When each sweep last ran (the health check's "beat") -------------------------------

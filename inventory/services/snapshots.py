@@ -182,16 +182,22 @@ def snapshots_distrust(shard: Shard) -> None:
                        len(fences), [f.sku_id for f in fences[:20]])
 
 
-def stock_fence_pass(*, sku_id: str, token: str) -> bool:
-    """The confirm consumer reached this SKU's fence: every reservation that
-    was ahead of it in the queue is in MySQL, so a snapshot read now is exact.
-    Load it, if that fence still stands (a copy of a passed fence, or the fence
-    of an earlier loss, changes nothing). Returns True if loaded.
+def stock_fence_pass(*, sku_id: str, token: str, partition: int = 0) -> bool:
+    """The confirm consumer reached this SKU's fence in `partition` of the
+    confirm stream (the SKU's own: inventory.messages.partition_of): every
+    reservation of the SKU that was ahead of it is in MySQL, so a snapshot read
+    now is exact. Load it, if that fence still stands (a copy of a passed
+    fence, or the fence of an earlier loss, changes nothing). Returns True if
+    loaded.
 
     A shard's claims fence (token_cache.CLAIMS_FENCE_PREFIX) passes the same
-    way: every reservation its lost claims named is in MySQL now."""
+    way, but its lost claims named reservations of any SKU: a copy goes to
+    every partition, and the fence is lifted once each partition's copy has
+    passed (every reservation it named is in MySQL then)."""
     if sku_id.startswith(token_cache.CLAIMS_FENCE_PREFIX):
-        passed = token_cache.claims_fence_pass(name=sku_id, token=token)
+        outcome = token_cache.claims_fence_pass(name=sku_id, token=token, partition=partition,
+                                                partitions=settings.SECKILL_CONFIRM_PARTITIONS)
+        passed = outcome is token_cache.ClaimsFencePass.PASSED
         if passed or redis_snapshots.fence_token(sku_id=sku_id) is None:
             redis_snapshots.fence_forget(sku_id=sku_id)
         return passed

@@ -127,6 +127,28 @@ def test_a_killed_worker_turns_health_to_503_within_seconds_and_back(api, live_d
     wait_until(lambda: _health(api).status_code == 200, timeout=30, what="health ok again")
 
 
+def test_health_names_a_partition_of_the_confirm_stream_that_no_consumer_takes(api, live_db, no_worker,
+                                                                              settings):
+    """With 3 partitions, a consumer alive on two of them is not enough: the
+    third partition's SKUs would wait. Beats of partitions 0 and 1 only."""
+    settings.SECKILL_CONFIRM_PARTITIONS = 3
+    _sweeps_just_ran()
+    redis().delete(redis_keys.CONSUMERS_KEY)  # no beat of an earlier test's worker
+    for partition in (0, 1):
+        liveness.consumer_beat(identity="w1@test", consuming=True, partition=partition)
+    liveness.consumer_beat(identity="w2@test", consuming=True, partition=1)  # a standby
+    r = _health(api)
+    assert r.status_code == 503 and r.json()["worker"] == (
+        "error: no confirm consumer of partition 2 of 3 seen within 5 s"), r.json()
+    assert r.json()["broker"] == "ok" and r.json()["mysql"] == "ok"
+    liveness.consumer_beat(identity="w2@test", consuming=True, partition=2)
+    assert _health(api).json()["worker"] == "ok"
+    liveness.consumer_beat(identity="w2@test", consuming=False, partition=2)  # it stopped consuming
+    assert _health(api).json()["worker"].startswith("error: no confirm consumer of partition 2 ")
+    redis().delete(redis_keys.CONSUMERS_KEY)
+    assert _health(api).json()["worker"] == "error: no confirm consumer seen within 5 s"  # as with one queue
+
+
 def test_health_is_measured_at_most_once_a_second_over_one_broker_connection(api, live_db):
     from inventory import messages, selectors
 

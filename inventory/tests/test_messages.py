@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import zlib
 import time
 import uuid
 from unittest import mock
@@ -15,20 +16,26 @@ from kombu import Connection, Consumer
 
 from inventory import messages
 from inventory.domain import Reservation
+from testsupport import wait_until
 
 pytestmark = pytest.mark.usefixtures("no_worker")
 
 
-def drain_confirm_queue() -> list[list[Reservation]]:
+def drain_confirm_queue(partition: int = 0) -> list[list[Reservation]]:
     """Every message waiting on the confirm queue (taken off it), as lists of reservations."""
-    out: list[list[Reservation]] = []
+    return [d.reservations for d in drain_partition(partition)]
+
+
+def drain_partition(partition: int = 0) -> list[messages.Decoded]:
+    """Every message waiting on a partition of the confirm stream (taken off it), decoded."""
+    out: list[messages.Decoded] = []
 
     def take(message) -> None:
-        out.append(messages.confirm_decode(message.body, message.headers))
+        out.append(messages.message_decode(message.body, message.headers))
         message.ack()
 
     with Connection(settings.CELERY_BROKER_URL) as conn:
-        queue = messages.confirm_queue()(conn.channel())
+        queue = messages.confirm_queue(partition)(conn.channel())
         # A quorum queue with a single active consumer serves no basic.get: consume.
         with Consumer(conn.default_channel, queues=[queue], callbacks=[lambda body, message: take(message)],
                       accept=None):
@@ -39,9 +46,9 @@ def drain_confirm_queue() -> list[list[Reservation]]:
                     return out
 
 
-def reservation() -> Reservation:
+def reservation(sku_id: str = "GROUP-TEST") -> Reservation:
     oid = uuid.uuid4().hex
-    return Reservation(oid, "GROUP-TEST", 1, 1, f"k-{oid[:8]}", int(time.time() * 1000), 0)
+    return Reservation(oid, sku_id, 1, 1, f"k-{oid[:8]}", int(time.time() * 1000), 0)
 
 
 @pytest.fixture
@@ -111,3 +118,108 @@ def test_a_request_that_runs_out_of_budget_fails_and_is_not_published_later(empt
     time.sleep(0.3)
     stored = [r.order_id for message in drain_confirm_queue() for r in message]
     assert stored == [first.order_id]  # its budget spent before its turn: never sent
+
+
+# --- The confirm stream in partitions ----------------------------------------------------
+
+PARTITIONS = 3
+
+
+def skus_across(n: int, per: int = 1) -> list[str]:
+    """`per` SKU ids in each of the n partitions (ids of this test only)."""
+    found: dict[int, list[str]] = {k: [] for k in range(n)}
+    while any(len(v) < per for v in found.values()):
+        sku = f"PART-{uuid.uuid4().hex[:10]}"
+        if len(found[messages.partition_of(sku)]) < per:
+            found[messages.partition_of(sku)].append(sku)
+    return [s for k in range(n) for s in found[k]]
+
+
+@pytest.fixture
+def partitioned(settings):
+    settings.SECKILL_CONFIRM_PARTITIONS = PARTITIONS
+    for k in range(PARTITIONS):
+        messages.publish_confirms([reservation(skus_across(PARTITIONS)[k])])  # declares each queue
+        drain_partition(k)
+    yield
+    for k in range(PARTITIONS):
+        drain_partition(k)
+
+
+def test_one_partition_is_the_one_queue_of_before_and_more_keep_its_name(settings):
+    base = settings.SECKILL_CONFIRM_QUEUE
+    assert settings.SECKILL_CONFIRM_PARTITIONS == 1
+    assert [q.name for q in messages.confirm_queues()] == [base]
+    assert messages.confirm_queue().routing_key == base and messages.confirm_queue().exchange.name == base
+    assert {messages.partition_of(f"S{i}") for i in range(50)} == {0}
+    settings.SECKILL_CONFIRM_PARTITIONS = PARTITIONS
+    queues = messages.confirm_queues()
+    assert [q.name for q in queues] == [base, f"{base}.1", f"{base}.2"]
+    assert {q.exchange.name for q in queues} == {base}  # one direct exchange, a routing key per partition
+    assert [q.routing_key for q in queues] == [q.name for q in queues]
+    for q in queues:  # every partition: today's arguments
+        assert q.queue_arguments == messages.confirm_queue().queue_arguments
+        assert q.queue_arguments["x-single-active-consumer"] is True
+    # a hash every process computes alike, spread over every partition
+    assert all(messages.partition_of(f"S{i}") == zlib.crc32(f"S{i}".encode()) % PARTITIONS for i in range(50))
+    assert {messages.partition_of(f"S{i}") for i in range(50)} == set(range(PARTITIONS))
+
+
+def test_each_skus_reservations_stay_on_its_partition_in_order(partitioned):
+    skus = skus_across(PARTITIONS, per=2)
+    sent = {s: [reservation(s) for _ in range(8)] for s in skus}
+    errors: list[BaseException] = []
+
+    def buy(sku: str) -> None:  # one buyer after another on the SKU, all SKUs at once
+        try:
+            for r in sent[sku]:
+                messages.publish_confirm(r, deadline=time.monotonic() + 5)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=buy, args=(s,)) for s in skus]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    swept = [reservation(s) for s in skus]  # the orphan sweep's republish: one list of any SKUs
+    assert messages.publish_confirms(swept) == PARTITIONS  # a message per partition
+    for k in range(PARTITIONS):
+        got = [r for d in drain_partition(k) for r in d.reservations]
+        assert {r.sku_id for r in got} == {s for s in skus if messages.partition_of(s) == k}
+        for s in {r.sku_id for r in got}:
+            assert [r.order_id for r in got if r.sku_id == s] == [r.order_id for r in sent[s] + swept
+                                                                  if r.sku_id == s]
+
+
+def test_a_skus_fence_follows_its_confirms_in_its_partition_and_the_claims_fence_goes_to_every_one(
+        partitioned):
+    a, b, _c = skus_across(PARTITIONS)  # in partitions 0, 1 and 2
+    messages.publish_confirms([reservation(a), reservation(b), reservation(a)])
+    claims = "@claims:test"
+    messages.publish_fences([(a, "t-a"), (b, "t-b"), (claims, "t-claims")])
+    messages.publish_confirms([reservation(a)])  # sent after the fence: not promised before it
+
+    def stream(k: int) -> list[tuple[str, str]]:
+        out = []
+        for d in drain_partition(k):
+            out += [("r", r.sku_id) for r in d.reservations] + [("f", name) for name, _token in d.fences]
+        return out
+
+    assert stream(0) == [("r", a), ("r", a), ("f", a), ("f", claims), ("r", a)]
+    assert stream(1) == [("r", b), ("f", b), ("f", claims)]
+    assert stream(2) == [("f", claims)]
+
+
+def test_the_depth_sums_every_partition(partitioned):
+    from reconciliation import selectors as live_selectors
+
+    skus = skus_across(PARTITIONS)
+    counts = [1, 3, 2]  # messages per partition
+    for sku, n in zip(skus, counts):
+        for _ in range(n):
+            messages.publish_confirms([reservation(sku)])
+    wait_until(lambda: [d.messages for d in messages.confirm_queue_depths()] == counts)
+    assert messages.confirm_queue_depth().messages == sum(counts)
+    assert live_selectors.confirm_queue_depth() == sum(counts)  # the live view's figure

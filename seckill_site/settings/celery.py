@@ -15,6 +15,12 @@ CELERY_DEAD_LETTER_QUEUE = CELERY_QUEUE + ".dead"
 # declaration), so the task queue keeps the limit it was created with.
 CELERY_DELIVERY_LIMIT = env_int("SECKILL_DELIVERY_LIMIT", 5)
 SECKILL_CONFIRM_QUEUE = CELERY_QUEUE + ".confirm"
+# The confirm stream in partitions by SKU (inventory.messages.partition_of):
+# partition 0 is SECKILL_CONFIRM_QUEUE itself, so 1 (the default) is the single
+# queue of before and going to N keeps what is in it; partition k>0 is
+# "<SECKILL_CONFIRM_QUEUE>.<k>". Each worker consumes every partition (one
+# thread and connection each); each queue has one active consumer.
+SECKILL_CONFIRM_PARTITIONS = max(1, env_int("SECKILL_CONFIRM_PARTITIONS", 1))
 # The bulk confirm consumer holds many messages at once; each worker crash
 # counts a delivery for every one of them, so its limit leaves room for a few.
 SECKILL_CONFIRM_DELIVERY_LIMIT = env_int("SECKILL_CONFIRM_DELIVERY_LIMIT", 20)
