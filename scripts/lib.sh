@@ -1,7 +1,8 @@
 # Shared set-up for scripts/up and scripts/test. Sourced, not run.
 # Installs (Debian packages, as root) and starts MariaDB, Redis and RabbitMQ when
 # they are missing or stopped, then builds the virtualenv from requirements.txt and
-# requirements-dev.txt (the lint).
+# requirements-dev.txt (the lint). HAProxy (ensure_haproxy) is installed only where
+# asked for, and started by whoever needs it, with a config of its own.
 set -euo pipefail
 
 PROJECT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -78,6 +79,18 @@ ensure_browser() {  # headless Chromium and its driver, for the browser tests
 
 ensure_wrk() {  # the benchmark's load generator (it falls back to its Python client without it)
   command -v wrk >/dev/null || { log "installing wrk"; apt_install wrk || log "no wrk: the benchmark uses its asyncio client"; }
+}
+
+ensure_haproxy() {  # the proxy in front of the web instances (scripts/up --cluster, the proxy tests)
+  command -v haproxy >/dev/null || { log "installing HAProxy"; apt_install haproxy; }
+}
+
+haproxy_config() {  # out listen source web...: a HAProxy config from deploy/haproxy.cfg.in, checked
+  local out="$1" listen="$2" source="$3"
+  shift 3
+  SECKILL_PROXY_LISTEN="$listen" SECKILL_PROXY_SOURCE="$source" SECKILL_PROXY_WEBS="$*" \
+    sh "$PROJECT_DIR/scripts/haproxy-config" "$PROJECT_DIR/deploy/haproxy.cfg.in" "$out"
+  haproxy -q -c -f "$out" || { log "HAProxy refused $out"; return 1; }
 }
 
 ensure_services() {

@@ -265,3 +265,51 @@ def web(process_env):
     proc = start_web(process_env)
     yield proc
     proc.stop()
+
+
+# HAProxy in front of web instances (issue 21): the address it connects to them
+# from, which the instances trust for X-Forwarded-For. Any 127/8 address is this
+# machine's; a client connecting from 127.0.0.1 is then never taken for the proxy.
+PROXY_SOURCE = "127.0.0.2"
+
+
+def start_proxy(*webs: Proc, name: str = "haproxy", port: int | None = None) -> Proc:
+    """HAProxy on a free port (or `port`) in front of `webs`, with the config
+    scripts/up --cluster runs (scripts/haproxy-config from deploy/haproxy.cfg.in)
+    and a runtime API socket (`.socket`); returns once every instance is UP."""
+    port = port or free_port()
+    logs = ROOT / "var" / "test-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    config, sock = logs / f"{name}.cfg", logs / f"{name}.sock"
+    env = dict(os.environ, SECKILL_PROXY_LISTEN=f"127.0.0.1:{port}", SECKILL_PROXY_SOURCE=PROXY_SOURCE,
+               SECKILL_PROXY_WEBS=" ".join(f"127.0.0.1:{w.port}" for w in webs),
+               SECKILL_PROXY_STATS_SOCKET=str(sock))
+    subprocess.run(["sh", str(ROOT / "scripts/haproxy-config"), str(ROOT / "deploy/haproxy.cfg.in"), str(config)],
+                   env=env, check=True)
+    subprocess.run(["haproxy", "-q", "-c", "-f", str(config)], check=True)
+    proc = Proc(["haproxy", "-W", "-db", "-f", str(config)], dict(os.environ), logs / f"{name}.log").start()
+    proc.port, proc.socket = port, sock
+    wait_until(lambda: proc.popen.poll() is not None or set(proxy_servers(proc).values()) == {"UP"},
+               timeout=30, what="HAProxy with every web instance UP")
+    assert proc.popen.poll() is None, proc.log_text()[-3000:]
+    return proc
+
+
+def proxy_servers(proxy: Proc) -> dict[str, str]:
+    """HAProxy's view of its web instances: {"web1": "UP", "web2": "DOWN", ...}
+    (empty while its runtime API is not up yet)."""
+    import csv
+
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(2)
+            s.connect(str(proxy.socket))
+            s.sendall(b"show stat\n")
+            raw = b""
+            while chunk := s.recv(65536):
+                raw += chunk
+    except OSError:
+        return {}
+    rows = list(csv.DictReader(raw.decode().lstrip("# ").splitlines()))
+    return {r["svname"]: r["status"] for r in rows
+            if r.get("pxname") == "web" and r["svname"] not in ("BACKEND", "FRONTEND")}

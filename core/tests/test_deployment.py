@@ -126,7 +126,7 @@ def test_compose_refuses_to_start_without_secrets_and_is_valid_with_them():
 
 # --- The same stack on a Redis Cluster: docker-compose.cluster.yml ---------------------
 
-APP_SERVICES = ("migrate", "web", "worker", "beat")
+APP_SERVICES = ("migrate", "web", "web-2", "worker", "worker-2", "beat")
 CLUSTER_NET_DEFAULT = "${SECKILL_REDIS_CLUSTER_NET:-10.253.53}"
 REDIS_PASSWORD_REF = "${REDIS_PASSWORD:?set REDIS_PASSWORD}"
 
@@ -135,9 +135,14 @@ class _Override(dict):
     """A mapping tagged !override: Compose replaces the base file's value with it."""
 
 
+class _Reset(list):
+    """A sequence tagged !reset: Compose drops the base file's value (`[]`: none)."""
+
+
 def _cluster_compose() -> dict:
     loader = type("ComposeLoader", (yaml.SafeLoader,), {})
     loader.add_constructor("!override", lambda ld, node: _Override(ld.construct_mapping(node, deep=True)))
+    loader.add_constructor("!reset", lambda ld, node: _Reset(ld.construct_sequence(node, deep=True)))
     return yaml.load((ROOT / "docker-compose.cluster.yml").read_text(), Loader=loader)
 
 
@@ -221,8 +226,10 @@ def test_cluster_override_points_the_app_at_the_cluster_and_needs_no_single_redi
         needs = service["depends_on"]
         assert isinstance(needs, _Override) and "redis" not in needs, needs
         assert needs["redis-cluster"] == {"condition": "service_completed_successfully"}, name
-        kept = {k: v for k, v in base["services"][name].get("depends_on", base["x-app"]["depends_on"]).items()
-                if k != "redis"}
+        # what the base file's service needs, but the single Redis and RabbitMQ (the
+        # second web and worker are the base file's web and worker again)
+        kept = {k: v for k, v in base["services"][name.removesuffix("-2")].get(
+                "depends_on", base["x-app"]["depends_on"]).items() if k not in ("redis", "rabbitmq")}
         assert kept and all(needs.get(k) == v for k, v in kept.items()), (name, needs)
         assert set(service["networks"]) == {"default", "redis-cluster"}, name  # MySQL, RabbitMQ and the nodes
     assert compose["services"]["redis"] == {"profiles": ["single-redis"]}  # not started by `up`
@@ -309,13 +316,134 @@ def test_the_cluster_forming_job_creates_once_and_waits_until_the_cluster_serves
     assert (out.returncode == 0) == ok, out.stdout + out.stderr
 
 
+RABBITMQ_NODES = ("rabbitmq-1", "rabbitmq-2", "rabbitmq-3")
+RABBITMQ_PASSWORD_REF = "${RABBITMQ_PASSWORD:?set RABBITMQ_PASSWORD}"
+
+
+def test_cluster_override_runs_a_three_node_rabbitmq_cluster_that_the_app_fails_over_across():
+    """Three nodes of the base file's image, each with its own volume and a fixed
+    name, one shared cookie from the environment, joined by classic peer
+    discovery; the app waits for all three and is given all three URLs."""
+    import re
+
+    compose, base = _cluster_compose(), _compose()
+    services = compose["services"]
+    assert services["rabbitmq"] == {"profiles": ["single-rabbitmq"]}  # the single broker is not started
+    conf = (ROOT / "deploy/rabbitmq-cluster.conf").read_text()
+    listed = re.findall(r"^cluster_formation\.classic_config\.nodes\.\d+ = (\S+)$", conf, re.M)
+    assert re.search(r"^cluster_formation\.peer_discovery_backend = classic_config$", conf, re.M)
+    assert listed == [f"rabbit@{name}" for name in RABBITMQ_NODES]
+    volumes = set()
+    for name in RABBITMQ_NODES:
+        node = services[name]
+        assert node["image"] == base["services"]["rabbitmq"]["image"], name
+        assert node["hostname"] == name  # the node is rabbit@<hostname>: the name the others list
+        data, mounted = node["volumes"]
+        assert data == f"{name}-data:/var/lib/rabbitmq" and data.split(":")[0] in compose["volumes"], name
+        assert mounted == "./deploy/rabbitmq-cluster.conf:/etc/rabbitmq/conf.d/20-seckill-cluster.conf:ro", name
+        volumes.add(data)
+        env = node["environment"]
+        # the image refuses RABBITMQ_ERLANG_COOKIE (docker-library/rabbitmq#502): a variable of our own,
+        # written to the cookie file before the image's entrypoint runs
+        assert "RABBITMQ_ERLANG_COOKIE" not in env
+        assert env["SECKILL_RABBITMQ_COOKIE"].startswith("${SECKILL_RABBITMQ_COOKIE:?"), name
+        assert env["RABBITMQ_DEFAULT_PASS"] == RABBITMQ_PASSWORD_REF, name
+        script = node["entrypoint"][-1]
+        assert node["entrypoint"][:2] == ["sh", "-c"] and script.startswith("umask 077 && "), script
+        assert '"$$SECKILL_RABBITMQ_COOKIE" > /var/lib/rabbitmq/.erlang.cookie' in script
+        assert script.endswith("exec docker-entrypoint.sh rabbitmq-server"), script
+        assert "rabbit@rabbitmq-1" in " ".join(node["healthcheck"]["test"]), name  # healthy = joined
+    assert len(volumes) == 3
+    for name in RABBITMQ_NODES[1:]:  # the first forms the cluster, the others join it
+        assert services[name]["depends_on"] == {"rabbitmq-1": {"condition": "service_healthy"}}, name
+    for name in APP_SERVICES:
+        service = services[name]
+        urls = service["environment"]["CELERY_BROKER_URL"].split(";")
+        assert urls == [f"amqp://seckill:{RABBITMQ_PASSWORD_REF}@{n}:5672//" for n in RABBITMQ_NODES], name
+        assert all(service["depends_on"][n] == {"condition": "service_healthy"} for n in RABBITMQ_NODES), name
+        assert "rabbitmq" not in service["depends_on"], name
+    assert not any("rabbitmq" in s.get("depends_on", {}) for s in services.values())
+
+
+def test_cluster_override_runs_two_web_instances_behind_haproxy_with_the_config_scripts_up_runs():
+    import ipaddress
+    import re
+
+    compose, base = _cluster_compose(), _compose()
+    services = compose["services"]
+    proxy = services["haproxy"]
+    # the same template and generator as scripts/up --cluster and the proxy tests
+    mounts = dict(v.rsplit(":", 1)[0].split(":", 1) for v in proxy["volumes"])
+    assert mounts == {"./scripts/haproxy-config": "/usr/local/bin/haproxy-config",
+                      "./deploy": "/usr/local/etc/seckill"}
+    run = proxy["command"][-1]
+    assert proxy["command"][:2] == ["sh", "-c"]
+    assert run.startswith("sh /usr/local/bin/haproxy-config /usr/local/etc/seckill/haproxy.cfg.in "
+                          "/tmp/haproxy.cfg"), run
+    assert "haproxy -q -c -f /tmp/haproxy.cfg && exec haproxy -W -db -f /tmp/haproxy.cfg" in run
+    name, _, tag = proxy["image"].partition(":")
+    assert name == "haproxy" and re.fullmatch(r"\d+\.\d+\.\d+", tag), proxy["image"]
+    # in front of both instances, on the port the base file's web listens on and published
+    # where the base file published the web; the instances themselves are no longer published
+    port = base["services"]["web"]["environment"]["SECKILL_WEB_LISTEN"].rsplit(":", 1)[1]
+    assert proxy["environment"]["SECKILL_PROXY_WEBS"].split() == [f"web:{port}", f"web-2:{port}"]
+    assert proxy["ports"] == base["services"]["web"]["ports"]
+    for web in ("web", "web-2"):
+        assert isinstance(services[web]["ports"], _Reset) and services[web]["ports"] == [], web
+    assert services["web-2"]["extends"] == {"file": "docker-compose.yml", "service": "web"}
+    assert services["worker-2"]["extends"] == {"file": "docker-compose.yml", "service": "worker"}
+    # the instances believe X-Forwarded-For from the proxy's fixed address only
+    address = proxy["networks"]["redis-cluster"]["ipv4_address"]
+    assert address == f"{CLUSTER_NET_DEFAULT}.10"
+    for web in ("web", "web-2"):
+        assert services[web]["environment"]["SECKILL_TRUSTED_PROXIES"] == address, web
+    ipam = compose["networks"]["redis-cluster"]["ipam"]["config"][0]
+    net = lambda text: text.replace(CLUSTER_NET_DEFAULT, "10.253.53")  # noqa: E731
+    fixed = ipaddress.ip_address(net(address))
+    assert fixed in ipaddress.ip_network(net(ipam["subnet"]))
+    assert fixed not in ipaddress.ip_network(net(ipam["ip_range"]))  # Docker never hands it to another
+    assert fixed not in {ipaddress.ip_address(net(_node_address(n))) for n in _redis_nodes(compose).values()}
+    # two workers, both with the confirm consumer (one active, one standing by), and beat once
+    for worker in ("worker", "worker-2"):
+        assert services[worker]["environment"].get("SECKILL_CONFIRM_CONSUMER", "1") not in ("0", "false"), worker
+    def command(name: str) -> list[str]:  # its own, else the base file's, else the one it extends
+        own = services.get(name, {})
+        origin = own.get("extends", {}).get("service", name)
+        return own.get("command") or base["services"].get(name, {}).get("command") or \
+            base["services"].get(origin, {}).get("command") or []
+
+    celery = {n: command(n)[3] for n in {*base["services"], *services} if command(n)[:3] == ["celery", "-A",
+                                                                                               "seckill_site"]}
+    assert sorted(celery.items()) == [("beat", "beat"), ("worker", "worker"), ("worker-2", "worker")], celery
+    # what scripts/up --cluster runs: as many web instances, two workers, beat once
+    up = (ROOT / "scripts/up").read_text()
+    ports = re.search(r'SECKILL_UP_WEB_PORTS:-([\d ]+)}', up)[1].split()
+    assert len(ports) == len(proxy["environment"]["SECKILL_PROXY_WEBS"].split())
+    assert 'for n in 1 2; do' in up and up.count("celery\" -A seckill_site beat") == 2  # once per mode
+
+
+@pytest.mark.skipif(shutil.which("haproxy") is None, reason="haproxy not installed (scripts/test installs it)")
+def test_the_compose_proxy_config_is_one_haproxy_accepts(tmp_path):
+    """scripts/haproxy-config with the haproxy service's environment: the config
+    it would run (its instances' names unresolved here, which HAProxy allows:
+    init-addr none, resolved again at run time)."""
+    proxy = _cluster_compose()["services"]["haproxy"]
+    out = tmp_path / "haproxy.cfg"
+    subprocess.run(["sh", "scripts/haproxy-config", "deploy/haproxy.cfg.in", str(out)], cwd=ROOT, check=True,
+                   env={"PATH": os.environ["PATH"], **proxy["environment"]})
+    text = out.read_text()
+    assert "server web1 web:8000" in text and "server web2 web-2:8000" in text and "bind 0.0.0.0:8000" in text
+    assert subprocess.run(["haproxy", "-q", "-c", "-f", str(out)], capture_output=True).returncode == 0
+
+
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
 def test_cluster_override_is_valid_with_the_base_file():
     import json
 
     files = ["-f", "docker-compose.yml", "-f", "docker-compose.cluster.yml"]
     secrets = {k: "x" for k in ("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "MARIADB_PASSWORD", "REDIS_PASSWORD",
-                                "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD")}
+                                "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD",
+                                "SECKILL_RABBITMQ_COOKIE")}
     out = subprocess.run(["docker-compose", *files, "config", "--format", "json"], cwd=ROOT, capture_output=True,
                          text=True, env={"PATH": os.environ["PATH"], **secrets})
     assert out.returncode == 0, out.stderr
@@ -326,6 +454,9 @@ def test_cluster_override_is_valid_with_the_base_file():
         assert services[name]["environment"]["REDIS_URL"] == (
             "redis+cluster://:x@redis-1:6379,redis-2:6379,redis-3:6379")
     assert services["redis-1"]["networks"]["redis-cluster"]["ipv4_address"] == "10.253.53.11"
+    assert "rabbitmq" not in services and {"rabbitmq-1", "rabbitmq-2", "rabbitmq-3", "haproxy"} <= set(services)
+    assert not services["web"].get("ports") and not services["web-2"].get("ports")  # only HAProxy publishes
+    assert services["web-2"]["environment"]["SECKILL_TRUSTED_PROXIES"] == "10.253.53.10"
 
 
 def test_production_migrate_step_makes_the_admin_and_refuses_demo_data(live_db):
