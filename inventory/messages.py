@@ -19,6 +19,7 @@ from typing import Sequence
 from django.conf import settings
 from kombu import Connection, Exchange, Queue
 
+from core.broker import broker_connect, broker_connection, broker_host
 from inventory import signing
 from inventory.domain import Reservation
 
@@ -150,8 +151,13 @@ def _publisher(confirm: bool) -> _Publisher:
         cache = _local.publishers = {}
     pub = cache.get(confirm)
     if pub is None:
-        conn = Connection(settings.CELERY_BROKER_URL, connect_timeout=2,
-                          transport_options={"confirm_publish": confirm})
+        # A connection is made again only after one died: the node it was on
+        # is tried last (a broker cluster: core.broker), so the publish that
+        # failed is sent again on another node, where the queue's replicas
+        # still take messages.
+        conn = broker_connection(avoid=getattr(_local, "node", None), connect_timeout=2,
+                                 transport_options={"confirm_publish": confirm})
+        _local.node = broker_host(broker_connect(conn))
         queue = confirm_queue()
         channel = conn.channel()
         dead_letter_queue()(channel).declare()
@@ -171,9 +177,13 @@ def _drop(confirm: bool) -> None:
 
 def _send(body: bytes, headers: dict[str, str], *, deadline: float, confirm: bool = True) -> None:
     """Publish once, persistent; with `confirm`, return only when the broker
-    has the message. A connection that died (broker restarted) is replaced once
-    if time remains; a timeout leaves the outcome unknown, so the caller must
-    treat the message as possibly stored."""
+    has the message. A connection that died (broker restarted, or one node of
+    a cluster lost) is replaced once if time remains, on another node when
+    there are several, and the message is sent again there and confirmed
+    anew: a message the dead connection had sent but not seen confirmed may
+    exist twice, and the confirm consumer applies a reservation once. A
+    timeout leaves the outcome unknown, so the caller must treat the message
+    as possibly stored."""
     for attempt in (1, 2):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -317,6 +327,7 @@ def publish_give(payload: dict) -> str:
 
 _probe_lock = threading.Lock()
 _probe: dict[str, Connection] = {}
+_probe_lost: list[str] = []  # the node of the probe connection that died last
 
 
 @dataclass(frozen=True)
@@ -327,22 +338,31 @@ class QueueDepth:
 
 def confirm_queue_depth() -> QueueDepth:
     """The confirm queue's depth, over one connection kept per process (a probe
-    opens no connection per call). Raises when the broker cannot be reached."""
+    opens no connection per call). Raises when the broker cannot be reached.
+
+    A kept connection found dead (its node lost: a broker cluster) is replaced
+    at once, on another node, so one node down never fails the probe."""
     with _probe_lock:
-        conn = _probe.get("conn")
-        try:
-            if conn is None:
-                conn = _probe["conn"] = Connection(settings.CELERY_BROKER_URL, connect_timeout=2)
-            _name, messages, consumers = conn.default_channel.queue_declare(
-                queue=settings.SECKILL_CONFIRM_QUEUE, passive=True)
-            return QueueDepth(int(messages), int(consumers))
-        except Exception as exc:
-            _probe.pop("conn", None)
-            if conn is not None:
-                try:
-                    conn.release()
-                except Exception:
-                    pass
-            if "NOT_FOUND" in str(exc):  # not declared yet: nothing waits in it
-                return QueueDepth(0, 0)
-            raise
+        for attempt in (1, 2):
+            conn = _probe.get("conn")
+            kept = conn is not None
+            try:
+                if conn is None:
+                    conn = broker_connection(avoid=_probe_lost[-1] if _probe_lost else None, connect_timeout=2)
+                    _probe["conn"] = broker_connect(conn)
+                _name, messages, consumers = conn.default_channel.queue_declare(
+                    queue=settings.SECKILL_CONFIRM_QUEUE, passive=True)
+                return QueueDepth(int(messages), int(consumers))
+            except Exception as exc:
+                _probe.pop("conn", None)
+                if conn is not None:
+                    _probe_lost[:] = [broker_host(conn)]
+                    try:
+                        conn.release()
+                    except Exception:
+                        pass
+                if "NOT_FOUND" in str(exc):  # not declared yet: nothing waits in it
+                    return QueueDepth(0, 0)
+                if not kept or attempt == 2:  # a fresh connection tried every node already
+                    raise
+        raise AssertionError("unreachable")
