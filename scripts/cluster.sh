@@ -582,11 +582,11 @@ rabbitmq_cluster_grow() {  # a replica of every quorum queue on every node
   # RabbitMQ 3.10 places a quorum queue's replicas when it is declared and never
   # again: one declared before the others joined (or while a node was being
   # replaced) stays short of replicas until grown. A no-op for queues that have them.
-  local port
+  local port pids=()
   for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do
-    rabbitmq_ctl "$port" rabbitmq-queues grow "$(rabbitmq_node_name "$port")" all >/dev/null 2>&1 &
+    rabbitmq_ctl "$port" rabbitmq-queues grow "$(rabbitmq_node_name "$port")" all >/dev/null 2>&1 & pids+=($!)
   done
-  wait
+  wait "${pids[@]}" || true  # a queue that cannot grow now is grown by the next up
 }
 
 rabbitmq_cluster_url() {  # CELERY_BROKER_URL of this cluster: every node's URL, joined by ';'
@@ -617,9 +617,10 @@ rabbitmq_cluster_up() {
     fi
     sleep 0.5
   done
-  rabbitmq_cluster_user &
+  local user
+  rabbitmq_cluster_user & user=$!
   rabbitmq_cluster_grow
-  wait $! || return 1
+  wait "$user" || return 1
   log "RabbitMQ cluster ok on $RABBITMQ_CLUSTER_HOST:${RABBITMQ_CLUSTER_PORTS[0]}-${RABBITMQ_CLUSTER_PORTS[-1]}"
 }
 
