@@ -109,32 +109,36 @@ def consumer_nodes(worker) -> list[int]:
             if "confirm consumer" in line and " consuming " in line and " on " in line]
 
 
-def sale_with_kill(web, make_sku, make_buyers, pick_node, *, stock: int = 120) -> tuple[dict, list[Click], float]:
-    """`stock` units, one per buyer, clicked by 200 buyers (a 503 sent again);
-    `pick_node()` chosen and SIGKILLed once 20 sold. Returns the judged outcome,
-    the clicks and the moment of the kill."""
+def sale_with_kill(web, make_sku, make_buyers, pick_node, *, stock: int = 200) -> tuple[dict, list[Click], float]:
+    """`stock` units, one per buyer, clicked by 300 buyers (paced, each 503
+    sent again); `pick_node()` chosen and SIGKILLed once 20 sold, with most of
+    the stock still to sell. Returns the judged outcome, the clicks and the
+    moment of the kill."""
     sku = make_sku(stock=stock, per_user_limit=1)
-    clicks = [Click(tok, uuid.uuid4().hex) for _, tok in make_buyers(200)]
+    clicks = [Click(tok, uuid.uuid4().hex) for _, tok in make_buyers(300)]
     killed: list[tuple[float, int]] = []
+    pids = {port: node_pid(port) for port in ports()}  # looked up before: the kill lands at once
 
     def land() -> None:
         wait_until(lambda: sum(1 for c in clicks for a in c.answers if a[2] == 202) >= 20, timeout=60,
                    interval=0.01, what="the sale under way")
         port = pick_node()
-        kill(port)
+        os.kill(pids[port], signal.SIGKILL)
         killed.append((time.monotonic(), port))
 
     t = threading.Thread(target=land)
     t.start()
-    click_all(web.port, sku.sku_id, clicks, threads=12, gap_s=0.05, patience=60)
+    click_all(web.port, sku.sku_id, clicks, threads=8, gap_s=0.1, patience=60)
     t.join()
     assert killed, "the kill did not land mid-sale"
     outcome = judge(sku.sku_id, stock, clicks)
     at, port = killed[0]
     served = [a for c in clicks for a in c.answers if a[0] >= at]
     pause = first_sale_after(clicks, at)
-    print(f"node {port} killed: {sum(a[2] == 503 for a in served)} answers 503 after it, first new 202 after "
-          f"{pause if pause is None else round(pause, 2)} s; {outcome}")
+    sold_before = sum(1 for c in clicks for a in c.answers if a[2] == 202 and a[1] < at)
+    print(f"node {port} killed with {sold_before} sold: {sum(a[2] == 503 for a in served)} answers 503 after "
+          f"it, first new 202 after {pause if pause is None else round(pause, 2)} s; {outcome}")
+    assert sold_before < stock - 50, f"the kill landed too late ({sold_before} of {stock} sold)"
     assert outcome["sold_out"] and pause is not None, "the SKU did not sell again after the kill"
     return outcome, clicks, at
 
