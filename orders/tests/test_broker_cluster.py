@@ -177,6 +177,20 @@ def test_the_confirm_consumers_node_killed_moves_it_to_another(cluster, web, no_
         worker.stop()
 
 
+def test_the_confirm_queues_leader_killed_mid_sale_breaks_no_promise(cluster, web, no_worker, process_env,
+                                                                     make_sku, make_buyers):
+    """The node leading the confirm queue is killed mid-sale: a follower is
+    elected, publishes wait for it (or are answered 503 past their budget), and
+    every 202 still becomes one order."""
+    worker = start_worker(process_env, name=f"bc-{uuid.uuid4().hex[:4]}")
+    try:
+        leader = node_port(queue_members(settings.SECKILL_CONFIRM_QUEUE)[0])
+        sale_with_kill(web, make_sku, make_buyers, lambda: leader)
+        assert node_port(queue_members(settings.SECKILL_CONFIRM_QUEUE)[0]) != leader
+    finally:
+        worker.stop()
+
+
 def test_a_queue_declared_short_of_replicas_is_on_every_node_after_up(cluster):
     """A quorum queue with one replica (as one declared before the other nodes
     joined has) gets one on every node from `rabbitmq_cluster_up`."""
