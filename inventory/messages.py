@@ -28,6 +28,7 @@ from django.conf import settings
 from kombu import Connection, Exchange, Queue
 
 from accounts.token_cache import CLAIMS_FENCE_PREFIX
+from core.broker import broker_connect, broker_connection, broker_host
 from inventory import signing
 from inventory.domain import Reservation
 
@@ -196,8 +197,13 @@ def _publisher(confirm: bool) -> _Publisher:
         cache = _local.publishers = {}
     pub = cache.get(confirm)
     if pub is None:
-        conn = Connection(settings.CELERY_BROKER_URL, connect_timeout=2,
-                          transport_options={"confirm_publish": confirm})
+        # A connection is made again only after one died: the node it was on
+        # is tried last (a broker cluster: core.broker), so the publish that
+        # failed is sent again on another node, where the queue's replicas
+        # still take messages.
+        conn = broker_connection(avoid=getattr(_local, "node", None), connect_timeout=2,
+                                 transport_options={"confirm_publish": confirm})
+        _local.node = broker_host(broker_connect(conn))
         channel = conn.channel()
         dead_letter_queue()(channel).declare()
         pub = cache[confirm] = _Publisher(conn, channel, set())
@@ -225,9 +231,13 @@ def _drop(confirm: bool) -> None:
 
 def _send(body: bytes, headers: dict[str, str], *, deadline: float, confirm: bool = True,
           partition: int = 0) -> None:
-    """Publish once to a partition's queue, persistent; with `confirm`, return only when the broker
-    has the message. A connection that died (broker restarted) is replaced once
-    if time remains; a timeout leaves the outcome unknown, so the caller must
+    """Publish once to a partition's queue, persistent; with `confirm`, return
+    only when the broker has the message. A connection that died (broker
+    restarted, or one node of a cluster lost) is replaced once if time
+    remains, on another node when there are several, and the message is sent
+    again there and confirmed anew: a message the dead connection had sent but
+    not seen confirmed may exist twice, and the confirm consumer applies a
+    reservation once. A timeout leaves the outcome unknown, so the caller must
     treat the message as possibly stored."""
     for attempt in (1, 2):
         remaining = deadline - time.monotonic()
@@ -407,6 +417,7 @@ def publish_give(payload: dict) -> str:
 
 _probe_lock = threading.Lock()
 _probe: dict[str, Connection] = {}
+_probe_lost: list[str] = []  # the node of the probe connection that died last
 
 
 @dataclass(frozen=True)
@@ -431,19 +442,28 @@ def confirm_queue_depths() -> list[QueueDepth]:
 
 
 def _depth(name: str) -> QueueDepth:
-    conn = _probe.get("conn")
-    try:
-        if conn is None:
-            conn = _probe["conn"] = Connection(settings.CELERY_BROKER_URL, connect_timeout=2)
-        _name, messages, consumers = conn.default_channel.queue_declare(queue=name, passive=True)
-        return QueueDepth(int(messages), int(consumers))
-    except Exception as exc:
-        _probe.pop("conn", None)
-        if conn is not None:
-            try:
-                conn.release()
-            except Exception:
-                pass
-        if "NOT_FOUND" in str(exc):  # not declared yet: nothing waits in it
-            return QueueDepth(0, 0)
-        raise
+    """One queue's depth over the kept connection. A kept connection found dead
+    (its node lost: a broker cluster) is replaced at once, on another node, so
+    one node down never fails the probe."""
+    for attempt in (1, 2):
+        conn = _probe.get("conn")
+        kept = conn is not None
+        try:
+            if conn is None:
+                conn = broker_connection(avoid=_probe_lost[-1] if _probe_lost else None, connect_timeout=2)
+                _probe["conn"] = broker_connect(conn)
+            _name, messages, consumers = conn.default_channel.queue_declare(queue=name, passive=True)
+            return QueueDepth(int(messages), int(consumers))
+        except Exception as exc:
+            _probe.pop("conn", None)
+            if conn is not None:
+                _probe_lost[:] = [broker_host(conn)]
+                try:
+                    conn.release()
+                except Exception:
+                    pass
+            if "NOT_FOUND" in str(exc):  # not declared yet: nothing waits in it
+                return QueueDepth(0, 0)
+            if not kept or attempt == 2:  # a fresh connection tried every node already
+                raise
+    raise AssertionError("unreachable")

@@ -29,8 +29,9 @@ import time
 from celery import bootsteps
 from django.conf import settings
 from django.db import close_old_connections
-from kombu import Connection, Consumer
+from kombu import Consumer
 
+from core.broker import broker_connect, broker_connection, broker_host
 from core.retry import until_done
 from core.redis import RedisError
 from inventory import messages
@@ -59,6 +60,7 @@ class ConfirmConsumer(threading.Thread):
         self.batches = 0
         self._last_beat = 0.0
         self._last_fences = 0.0
+        self.node: str | None = None  # the broker node of the last connection ("host:port")
 
     # --- lifecycle ------------------------------------------------------------
     def run(self) -> None:
@@ -87,8 +89,15 @@ class ConfirmConsumer(threading.Thread):
     def _consume(self) -> None:
         batch_size = settings.SECKILL_CONFIRM_PREFETCH
         linger = settings.SECKILL_CONFIRM_LINGER_MS / 1000
-        with Connection(settings.CELERY_BROKER_URL, heartbeat=HEARTBEAT_S, connect_timeout=5) as conn:
-            conn.ensure_connection(max_retries=1)
+        # Every node of a broker cluster is tried (core.broker), the last one
+        # last: a connection that died most likely died with its node. The
+        # single active consumer of a quorum queue moves to another consumer
+        # as soon as this one's node is gone, and what this one held
+        # unacknowledged is delivered again (on 3.10 the switch does not wait,
+        # so two consumers may briefly overlap: the confirm is idempotent).
+        with broker_connection(avoid=self.node, heartbeat=HEARTBEAT_S, connect_timeout=5) as conn:
+            broker_connect(conn)
+            self.node = broker_host(conn)
             channel = conn.channel()
             channel.basic_qos(0, batch_size, False)
             messages.dead_letter_queue()(channel).declare()
@@ -101,7 +110,7 @@ class ConfirmConsumer(threading.Thread):
                                 tag_prefix=liveness.consumer_member(self.identity, self.partition) + "/")
             consumer.consume()
             self.consuming.set()
-            logger.info("confirm consumer %s consuming %s", self.identity, queue.name)
+            logger.info("confirm consumer %s consuming %s on %s", self.identity, queue.name, self.node)
 
             def idle() -> None:  # while a store is waited out: keep the connection and the heartbeat alive
                 conn.heartbeat_check()

@@ -5,8 +5,11 @@
 # (redis.conf, nodes.conf, appendonlydir/, redis.log, redis.pid). The single Redis
 # on 6379 that scripts/up and scripts/test use is never touched.
 #
-# RabbitMQ (issue 21) belongs here too, as rabbitmq_cluster_up/down/status next
-# to the redis_cluster_* functions, for its 3 nodes on 5681-5683.
+# RabbitMQ (issue 21): 3 nodes of the Debian package clustered on
+# 127.0.0.1:5681-5683, each with its own directory var/cluster/rabbitmq/<port>/
+# (rabbitmq.conf, rabbitmq-env.conf, mnesia/, log/, rabbitmq.pid) and one Erlang
+# cookie of their own in var/cluster/rabbitmq/.erlang.cookie. The node on 5672
+# is never touched. The rabbitmq_* functions are at the end of this file.
 
 REDIS_CLUSTER_HOST=127.0.0.1
 # SECKILL_REDIS_CLUSTER_BASE moves the nine ports (7000 by default; keep it
@@ -346,6 +349,329 @@ redis_cluster_status() {  # prints one line per node; exit 0 when the cluster se
     echo "cluster ok: every slot served, every master writable ($running/${#REDIS_CLUSTER_PORTS[@]} nodes running)"
   else
     echo "cluster NOT ok ($running/${#REDIS_CLUSTER_PORTS[@]} nodes running)"
+    return 1
+  fi
+}
+
+# --- RabbitMQ --------------------------------------------------------------------------
+#
+# Each node is started with /usr/lib/rabbitmq/bin/rabbitmq-server (the /usr/sbin
+# wrapper switches to the rabbitmq user and writes one startup log for all) and
+# an environment of its own: /etc/rabbitmq/rabbitmq-env.conf names the machine's
+# node rabbit@localhost and /etc/rabbitmq/rabbitmq.conf pins its listener to 5672,
+# so neither may apply. HOME is the cluster's directory for the servers and for
+# every rabbitmqctl call alike: its .erlang.cookie is what lets them talk, and
+# the machine's node (whose cookie is /var/lib/rabbitmq's) cannot be reached
+# from here by mistake.
+
+RABBITMQ_CLUSTER_HOST=127.0.0.1
+RABBITMQ_BIN=/usr/lib/rabbitmq/bin
+RABBITMQ_CLUSTER_USER="${SECKILL_RABBITMQ_USER:-seckill}"
+RABBITMQ_CLUSTER_PASSWORD="${SECKILL_RABBITMQ_PASSWORD:-seckill}"
+# The consistent-hash exchange is there for the confirm partitions (issue 21 item
+# 3): a plugin must be enabled on every node of a cluster before it is used.
+RABBITMQ_CLUSTER_PLUGINS="${SECKILL_RABBITMQ_PLUGINS-rabbitmq_consistent_hash_exchange}"
+
+rabbitmq_cluster_use() {  # base: the three ports from there, and their directory
+  RABBITMQ_CLUSTER_BASE="$1"
+  RABBITMQ_CLUSTER_PORTS=("$1" "$(($1 + 1))" "$(($1 + 2))")
+  if [ "$RABBITMQ_CLUSTER_BASE" = 5681 ]; then
+    RABBITMQ_CLUSTER_DIR="$PROJECT_DIR/var/cluster/rabbitmq"
+  else
+    RABBITMQ_CLUSTER_DIR="$PROJECT_DIR/var/cluster/rabbitmq-$RABBITMQ_CLUSTER_BASE"
+  fi
+}
+rabbitmq_cluster_use "${SECKILL_RABBITMQ_CLUSTER_BASE:-5681}"
+
+rabbitmq_node_name() { printf 'seckill-%s@localhost' "$1"; }
+rabbitmq_node_dir() { printf '%s/%s' "$RABBITMQ_CLUSTER_DIR" "$1"; }
+# Erlang distribution 20000 above the AMQP port, as RabbitMQ's default would be
+# (5672 -> 25672), so the three nodes and the machine's never share one.
+rabbitmq_dist_port() { printf '%s' "$(($1 + 20000))"; }
+
+rabbitmq_env() {  # port: the environment a node and the CLI calls about it run with
+  local dir; dir="$(rabbitmq_node_dir "$1")"
+  printf '%s\n' "HOME=$RABBITMQ_CLUSTER_DIR" \
+    "RABBITMQ_CONF_ENV_FILE=$dir/rabbitmq-env.conf" \
+    "RABBITMQ_NODENAME=$(rabbitmq_node_name "$1")" \
+    "RABBITMQ_NODE_IP_ADDRESS=$RABBITMQ_CLUSTER_HOST" \
+    "RABBITMQ_NODE_PORT=$1" \
+    "RABBITMQ_DIST_PORT=$(rabbitmq_dist_port "$1")" \
+    "RABBITMQ_CONFIG_FILE=$dir/rabbitmq.conf" \
+    "RABBITMQ_ADVANCED_CONFIG_FILE=$dir/advanced.config" \
+    "RABBITMQ_ENABLED_PLUGINS_FILE=$dir/enabled_plugins" \
+    "RABBITMQ_MNESIA_BASE=$dir/mnesia" \
+    "RABBITMQ_LOG_BASE=$dir/log" \
+    "RABBITMQ_PID_FILE=$dir/rabbitmq.pid" \
+    "ERL_EPMD_ADDRESS=127.0.0.1"
+}
+
+rabbitmq_ctl() {  # port tool args...: a CLI tool (rabbitmqctl, rabbitmq-queues ...) against that node
+  local port="$1" tool="$2"; shift 2
+  local vars=(); mapfile -t vars < <(rabbitmq_env "$port")
+  env -u ERL_FLAGS -u RABBITMQ_ENV_LOADED "${vars[@]}" timeout 60 "$RABBITMQ_BIN/$tool" -q -n "$(rabbitmq_node_name "$port")" "$@"
+}
+
+rabbitmq_node_pid() {  # port: prints the pid of our node on that port, fails if it is not running
+  local pid
+  pid="$(cat "$(rabbitmq_node_dir "$1")/rabbitmq.pid" 2>/dev/null)" || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  # kill -9 leaves the pid file behind and the pid may be reused: trust it only
+  # while that process is a beam running this node (its name is in its environment)
+  tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q 'beam' || return 1
+  tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" | grep -qx "RABBITMQ_NODENAME=$(rabbitmq_node_name "$1")" || return 1
+  printf '%s' "$pid"
+}
+
+rabbitmq_node_write_config() {  # port
+  local dir; dir="$(rabbitmq_node_dir "$1")"
+  mkdir -p "$dir/mnesia" "$dir/log"
+  cat >"$dir/rabbitmq.conf" <<CONF
+# Written by scripts/cluster on every start of this node: edit cluster.sh instead.
+listeners.tcp.local = $RABBITMQ_CLUSTER_HOST:$1
+# The user of a fresh node; a node that joins takes the cluster's users instead
+# (rabbitmq_cluster_user makes sure of it afterwards).
+default_user = $RABBITMQ_CLUSTER_USER
+default_pass = $RABBITMQ_CLUSTER_PASSWORD
+default_permissions.configure = .*
+default_permissions.read = .*
+default_permissions.write = .*
+# A node cut off from the majority pauses rather than serving a split cluster;
+# quorum queues follow their own majority anyway.
+cluster_partition_handling = pause_minority
+log.console = false
+log.file.level = info
+CONF
+  # the same as the environment rabbitmq_env sets, for anything that reads the
+  # file alone; the distribution listens on loopback only, as the machine's node
+  cat >"$dir/rabbitmq-env.conf" <<CONF
+# Written by scripts/cluster: this node's environment, instead of /etc/rabbitmq/rabbitmq-env.conf.
+NODENAME=$(rabbitmq_node_name "$1")
+NODE_IP_ADDRESS=$RABBITMQ_CLUSTER_HOST
+NODE_PORT=$1
+DIST_PORT=$(rabbitmq_dist_port "$1")
+CONFIG_FILE=$dir/rabbitmq.conf
+ADVANCED_CONFIG_FILE=$dir/advanced.config
+ENABLED_PLUGINS_FILE=$dir/enabled_plugins
+MNESIA_BASE=$dir/mnesia
+LOG_BASE=$dir/log
+PID_FILE=$dir/rabbitmq.pid
+ERL_EPMD_ADDRESS=127.0.0.1
+SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+CONF
+  local plugins="${RABBITMQ_CLUSTER_PLUGINS// /,}"
+  printf '[%s].\n' "$plugins" >"$dir/enabled_plugins"
+}
+
+rabbitmq_cluster_ensure_installed() {
+  [ -x "$RABBITMQ_BIN/rabbitmq-server" ] || { log "installing rabbitmq-server"; apt_install rabbitmq-server; }
+}
+
+rabbitmq_cluster_cookie() {  # the cluster's own Erlang cookie, made once
+  local cookie="$RABBITMQ_CLUSTER_DIR/.erlang.cookie"
+  mkdir -p "$RABBITMQ_CLUSTER_DIR"
+  if [ ! -s "$cookie" ]; then
+    (umask 077; head -c 32 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 32 >"$cookie")
+  fi
+  chmod 400 "$cookie"
+}
+
+rabbitmq_cluster_start_nodes() {  # starts every node that is not running, all at once; fails on a port taken by others
+  local port started=() vars
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do
+    rabbitmq_node_pid "$port" >/dev/null && continue
+    if port_open "$port" || port_open "$(rabbitmq_dist_port "$port")"; then
+      log "port $port or $(rabbitmq_dist_port "$port") is in use by a process this script did not start: stop it first"
+      return 1
+    fi
+  done
+  rabbitmq_cluster_cookie
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do
+    rabbitmq_node_pid "$port" >/dev/null && continue
+    rabbitmq_node_write_config "$port"
+    rm -f "$(rabbitmq_node_dir "$port")/rabbitmq.pid"
+    mapfile -t vars < <(rabbitmq_env "$port")
+    # -detached: the node outlives this script. Started together: a node that
+    # was stopped with the others waits at boot for the peers it last saw.
+    (cd "$(rabbitmq_node_dir "$port")" && env -u ERL_FLAGS -u RABBITMQ_ENV_LOADED "${vars[@]}" \
+      setsid "$RABBITMQ_BIN/rabbitmq-server" -detached >>"$(rabbitmq_node_dir "$port")/log/startup.log" 2>&1 </dev/null)
+    started+=("$port")
+  done
+  [ "${#started[@]}" -gt 0 ] || return 0
+  log "starting RabbitMQ node(s) ${started[*]}"
+  for port in "${started[@]}"; do
+    wait_port "$port" "RabbitMQ node $port" 120 || { log "see $(rabbitmq_node_dir "$port")/log/"; return 1; }
+  done
+}
+
+rabbitmq_cluster_view() {  # port: "running|disk" lines of that node's cluster view (one CLI call)
+  rabbitmq_ctl "$1" rabbitmqctl cluster_status --formatter json 2>/dev/null | python3 -c '
+import json, sys
+data = json.load(sys.stdin)
+for node in data.get("running_nodes", []): print("running", node)
+for node in data.get("disk_nodes", []): print("disk", node)
+' 2>/dev/null
+}
+
+rabbitmq_cluster_form() {  # joins every node that is not a member to the cluster of the others
+  local port ref="" most=0 n views=() tmp
+  tmp="$(mktemp -d)"
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do rabbitmq_cluster_view "$port" >"$tmp/$port" & done
+  wait
+  # the node whose view has the most members is the cluster; a node that sees
+  # only itself (fresh, or wiped) joins it
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do
+    n="$(grep -c '^disk ' "$tmp/$port" || true)"
+    if [ "$n" -gt "$most" ]; then most="$n"; ref="$port"; fi
+  done
+  [ -n "$ref" ] || { rm -rf "$tmp"; log "no RabbitMQ node answers cluster_status"; return 1; }
+  local joining=()
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do
+    [ "$port" = "$ref" ] && continue
+    grep -qx "disk $(rabbitmq_node_name "$ref")" "$tmp/$port" || joining+=("$port")
+  done
+  if [ "${#joining[@]}" -gt 0 ]; then
+    log "joining RabbitMQ node(s) ${joining[*]} to the cluster of $ref"
+    for port in "${joining[@]}"; do
+      # a wiped node the cluster still lists as a member must be forgotten first
+      if grep -qx "disk $(rabbitmq_node_name "$port")" "$tmp/$ref"; then
+        rabbitmq_ctl "$port" rabbitmqctl stop_app >/dev/null
+        rabbitmq_ctl "$ref" rabbitmqctl forget_cluster_node "$(rabbitmq_node_name "$port")" >/dev/null || true
+      fi
+    done
+    for port in "${joining[@]}"; do
+      { rabbitmq_ctl "$port" rabbitmqctl stop_app && rabbitmq_ctl "$port" rabbitmqctl reset; } >/dev/null &
+    done
+    wait
+    # one at a time: each join changes the cluster's schema
+    for port in "${joining[@]}"; do
+      # (it reports the new node's tables on stderr as errors while it joins)
+      rabbitmq_ctl "$port" rabbitmqctl join_cluster "$(rabbitmq_node_name "$ref")" >"$tmp/join" 2>&1 || {
+        cat "$tmp/join" >&2; rm -rf "$tmp"
+        log "node $port did not join $ref: bash scripts/cluster down --wipe, then up, starts afresh"; return 1
+      }
+    done
+    for port in "${joining[@]}"; do rabbitmq_ctl "$port" rabbitmqctl start_app >/dev/null & done
+    wait
+    for port in "${joining[@]}"; do wait_port "$port" "RabbitMQ node $port" 60 || { rm -rf "$tmp"; return 1; }; done
+  fi
+  rm -rf "$tmp"
+}
+
+rabbitmq_cluster_clustered() {  # every node running, and the first node's view has all of them running
+  local port view
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do rabbitmq_node_pid "$port" >/dev/null || return 1; done
+  view="$(rabbitmq_cluster_view "${RABBITMQ_CLUSTER_PORTS[0]}")" || return 1
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do
+    grep -qx "running $(rabbitmq_node_name "$port")" <<<"$view" || return 1
+  done
+}
+
+rabbitmq_cluster_user() {  # the cluster's user, with every permission on "/"
+  local port="${RABBITMQ_CLUSTER_PORTS[0]}"
+  rabbitmq_ctl "$port" rabbitmqctl authenticate_user "$RABBITMQ_CLUSTER_USER" "$RABBITMQ_CLUSTER_PASSWORD" >/dev/null 2>&1 &&
+    return 0
+  log "RabbitMQ cluster: setting up user $RABBITMQ_CLUSTER_USER"
+  rabbitmq_ctl "$port" rabbitmqctl add_user "$RABBITMQ_CLUSTER_USER" "$RABBITMQ_CLUSTER_PASSWORD" >/dev/null 2>&1 ||
+    rabbitmq_ctl "$port" rabbitmqctl change_password "$RABBITMQ_CLUSTER_USER" "$RABBITMQ_CLUSTER_PASSWORD" >/dev/null
+  rabbitmq_ctl "$port" rabbitmqctl set_user_tags "$RABBITMQ_CLUSTER_USER" administrator >/dev/null
+  rabbitmq_ctl "$port" rabbitmqctl set_permissions -p / "$RABBITMQ_CLUSTER_USER" '.*' '.*' '.*' >/dev/null
+}
+
+rabbitmq_cluster_grow() {  # a replica of every quorum queue on every node
+  # RabbitMQ 3.10 places a quorum queue's replicas when it is declared and never
+  # again: one declared before the others joined (or while a node was being
+  # replaced) stays short of replicas until grown. A no-op for queues that have them.
+  local port pids=()
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do
+    rabbitmq_ctl "$port" rabbitmq-queues grow "$(rabbitmq_node_name "$port")" all >/dev/null 2>&1 & pids+=($!)
+  done
+  wait "${pids[@]}" || true  # a queue that cannot grow now is grown by the next up
+}
+
+rabbitmq_cluster_url() {  # CELERY_BROKER_URL of this cluster: every node's URL, joined by ';'
+  local urls=() port
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do
+    urls+=("amqp://$RABBITMQ_CLUSTER_USER:$RABBITMQ_CLUSTER_PASSWORD@$RABBITMQ_CLUSTER_HOST:$port//")
+  done
+  local IFS=';'
+  printf '%s' "${urls[*]}"
+}
+
+rabbitmq_cluster_ports_taken() {  # any of the three ports (or their distribution ports) in use by anything
+  local port
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do
+    if port_open "$port" || port_open "$(rabbitmq_dist_port "$port")"; then return 0; fi
+  done
+  return 1
+}
+
+rabbitmq_cluster_up() {
+  local deadline=$((SECONDS + 120))
+  rabbitmq_cluster_ensure_installed
+  rabbitmq_cluster_start_nodes
+  rabbitmq_cluster_form
+  while ! rabbitmq_cluster_clustered; do
+    if ((SECONDS >= deadline)); then
+      log "the RabbitMQ cluster is not clustered after 120 s:"; rabbitmq_cluster_status || true; return 1
+    fi
+    sleep 0.5
+  done
+  local user
+  rabbitmq_cluster_user & user=$!
+  rabbitmq_cluster_grow
+  wait "$user" || return 1
+  log "RabbitMQ cluster ok on $RABBITMQ_CLUSTER_HOST:${RABBITMQ_CLUSTER_PORTS[0]}-${RABBITMQ_CLUSTER_PORTS[-1]}"
+}
+
+rabbitmq_cluster_down() {  # [--wipe]
+  local port pid pids=() i
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do
+    if pid="$(rabbitmq_node_pid "$port")"; then
+      pids+=("$pid")
+    elif port_open "$port"; then
+      log "port $port: not a node of $RABBITMQ_CLUSTER_DIR (no live pid file), left running"
+    fi
+  done
+  # every node at once (a beam stops cleanly on SIGTERM): stopped one by one,
+  # the last to stop is the one the others wait for at their next boot
+  if [ "${#pids[@]}" -gt 0 ]; then
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    kill -CONT "${pids[@]}" 2>/dev/null || true
+    for ((i = 0; i < 300; i++)); do
+      kill -0 "${pids[@]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    for pid in "${pids[@]}"; do
+      if kill -0 "$pid" 2>/dev/null; then log "RabbitMQ node $pid ignored SIGTERM for 30 s: SIGKILL"; kill -KILL "$pid" || true; fi
+    done
+    log "stopped ${#pids[@]} RabbitMQ node(s)"
+  fi
+  if [ "${1:-}" = --wipe ]; then
+    rm -rf "$RABBITMQ_CLUSTER_DIR"
+    log "removed $RABBITMQ_CLUSTER_DIR: the next up forms a fresh cluster"
+  fi
+}
+
+rabbitmq_cluster_status() {  # one line per node; exit 0 when every node runs and all are clustered
+  local port pid view="" running=0 state member
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do
+    rabbitmq_node_pid "$port" >/dev/null || continue
+    running=$((running + 1))
+    [ -n "$view" ] || view="$(rabbitmq_cluster_view "$port" || true)"
+  done
+  printf '%-6s %-8s %-8s %-28s %s\n' port pid state node cluster
+  for port in "${RABBITMQ_CLUSTER_PORTS[@]}"; do
+    if pid="$(rabbitmq_node_pid "$port")"; then state=running; else pid=- state=down; fi
+    if grep -qx "running $(rabbitmq_node_name "$port")" <<<"$view"; then member="running member"
+    elif grep -qx "disk $(rabbitmq_node_name "$port")" <<<"$view"; then member="member, not running"
+    else member="not a member"; fi
+    printf '%-6s %-8s %-8s %-28s %s\n' "$port" "$pid" "$state" "$(rabbitmq_node_name "$port")" "$member"
+  done
+  if [ "$running" = "${#RABBITMQ_CLUSTER_PORTS[@]}" ] && rabbitmq_cluster_clustered; then
+    echo "rabbitmq cluster ok: ${#RABBITMQ_CLUSTER_PORTS[@]} nodes running and clustered ($(rabbitmq_cluster_url | sed 's/:[^:@]*@/:***@/g'))"
+  else
+    echo "rabbitmq cluster NOT ok ($running/${#RABBITMQ_CLUSTER_PORTS[@]} nodes running)"
     return 1
   fi
 }

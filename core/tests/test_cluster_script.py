@@ -1,5 +1,6 @@
-"""`bash scripts/cluster status` tells the truth about the local Redis Cluster:
-what it prints and how it exits agree with what the nodes themselves answer.
+"""`bash scripts/cluster status` tells the truth about the local Redis Cluster and
+RabbitMQ cluster: what it prints and how it exits agree with what the nodes
+themselves answer.
 Runs in scripts/test's cluster leg, which starts the cluster (SECKILL_TEST_CLUSTER=1);
 skipped elsewhere."""
 from __future__ import annotations
@@ -33,7 +34,8 @@ def test_status_agrees_with_cluster_info():
     status = subprocess.run(["bash", "scripts/cluster", "status"], cwd=ROOT,
                             capture_output=True, text=True, timeout=60)
     info = cluster_info(PORTS[0])
-    rows = {m[1]: m for m in map(ROW.match, status.stdout.splitlines()) if m}
+    redis_part = status.stdout.split("\n\n")[0]  # the RabbitMQ cluster's rows follow a blank line
+    rows = {m[1]: m for m in map(ROW.match, redis_part.splitlines()) if m}
 
     assert sorted(rows) == PORTS, status.stdout
     assert rows[PORTS[0]][5] == info["cluster_state"], status.stdout
@@ -43,3 +45,21 @@ def test_status_agrees_with_cluster_info():
     # exit 0 only for a cluster that serves all 16384 slots, and the cluster is up here
     assert (info["cluster_state"], info["cluster_slots_ok"]) == ("ok", "16384")
     assert status.returncode == 0, status.stdout + status.stderr
+
+
+RABBIT_BASE = int(os.environ.get("SECKILL_RABBITMQ_CLUSTER_BASE", "5681"))
+RABBIT_ROW = re.compile(r"^(\d+)\s+(\S+)\s+(running|down)\s+(seckill-\d+@\S+)\s+(.*)$")
+
+
+def test_status_shows_the_rabbitmq_nodes_as_clustered():
+    status = subprocess.run(["bash", "scripts/cluster", "status"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    rabbit_part = status.stdout.split("\n\n", 1)[1]
+    rows = {m[1]: m for m in map(RABBIT_ROW.match, rabbit_part.splitlines()) if m}
+    assert sorted(rows) == [str(p) for p in range(RABBIT_BASE, RABBIT_BASE + 3)], status.stdout
+    for port, row in rows.items():
+        assert row[3] == "running" and row[5] == "running member", status.stdout
+        # the pid shown is the node's own: it answers on that port
+        with open(f"/proc/{row[2]}/environ", "rb") as f:
+            assert f"RABBITMQ_NODE_PORT={port}".encode() in f.read().split(b"\0")
+    assert "rabbitmq cluster ok" in rabbit_part

@@ -9,6 +9,21 @@ from kombu import Exchange, Queue
 from .env import env_bool, env_int
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
+# A broker cluster is its nodes' URLs joined by ';' (bash scripts/cluster up
+# prints them): Celery hands the list to kombu, which moves to the next node on a
+# connection error, round-robin (named here: Celery passes its own None along,
+# and some kombu versions then never failed over). The project's own connections
+# come from core.broker, which tries every node on each connect.
+CELERY_BROKER_FAILOVER_STRATEGY = "round-robin"
+# The worker retries its connection this many times before it gives up, one
+# node per retry and a pause after each round of them: per node, so that a
+# cluster is waited out about as long as a single broker was (Celery's default 100).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = 100 * max(1, len([u for u in CELERY_BROKER_URL.split(";") if u.strip()]))
+# A node whose host vanishes closes no socket: the heartbeat is what notices it.
+# Celery's default of 120 s (two missed beats: up to 4 minutes) would leave a
+# worker's task consumer and beat on a dead node that long; a killed process on
+# a live host is noticed at once either way.
+CELERY_BROKER_HEARTBEAT = env_int("SECKILL_BROKER_HEARTBEAT", 30)
 CELERY_QUEUE = os.environ.get("SECKILL_QUEUE", "seckill")
 CELERY_DEAD_LETTER_QUEUE = CELERY_QUEUE + ".dead"
 # Queue arguments can never change once a queue exists (RabbitMQ refuses the

@@ -1,0 +1,44 @@
+"""core.broker: a ';'-separated CELERY_BROKER_URL is a list of nodes, and every
+connection the project makes tries each of them. Against the real broker on
+5672, with two ports nobody listens on in front of it."""
+from __future__ import annotations
+
+import socket
+
+from django.test import override_settings
+
+from core.broker import broker_connect, broker_connection, broker_host, broker_urls
+
+LIVE = "amqp://guest:guest@127.0.0.1:5672//"
+
+
+def dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again: connections are refused
+
+
+def test_the_urls_are_split_on_semicolons():
+    assert broker_urls("amqp://a:5681//; amqp://b:5682//;") == ["amqp://a:5681//", "amqp://b:5682//"]
+    assert broker_urls(LIVE) == [LIVE]
+
+
+def test_connect_tries_every_node_until_one_answers():
+    dead = [f"amqp://guest:guest@127.0.0.1:{dead_port()}//" for _ in range(2)]
+    with override_settings(CELERY_BROKER_URL=";".join(dead + [LIVE])):
+        for _ in range(4):  # whichever node it starts at
+            with broker_connection(connect_timeout=1) as conn:
+                # kombu's own connect() gives up after two of the three
+                broker_connect(conn)
+                assert broker_host(conn) == "127.0.0.1:5672"
+                conn.default_channel.queue_declare("", exclusive=True)
+
+
+def test_the_node_to_avoid_goes_last():
+    urls = [f"amqp://guest:guest@127.0.0.1:{port}//" for port in (5681, 5682, 5683)]
+    with override_settings(CELERY_BROKER_URL=";".join(urls)):
+        for _ in range(10):
+            conn = broker_connection(avoid="127.0.0.1:5682")
+            assert conn.alt[-1] == urls[1] and sorted(conn.alt) == urls
+        starts = {broker_connection().alt[0] for _ in range(60)}
+        assert starts == set(urls)  # the processes of a tier spread over the nodes
