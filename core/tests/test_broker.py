@@ -42,3 +42,16 @@ def test_the_node_to_avoid_goes_last():
             assert conn.alt[-1] == urls[1] and sorted(conn.alt) == urls
         starts = {broker_connection().alt[0] for _ in range(60)}
         assert starts == set(urls)  # the processes of a tier spread over the nodes
+
+
+def test_the_workers_task_consumer_sets_up_no_delayed_delivery():
+    """Celery adds native delayed delivery by itself on quorum queues and then
+    waits on every dead node of a broker list; no task here has an ETA."""
+    from celery.utils.imports import symbol_by_name
+
+    from seckill_site.celery import app
+
+    consumer = symbol_by_name(app.conf.worker_consumer)
+    steps = consumer.Blueprint.default_steps
+    assert not [s for s in steps if "delayed_delivery" in s]
+    assert "celery.worker.consumer.tasks:Tasks" in steps  # the rest of Celery's consumer stays

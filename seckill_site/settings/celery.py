@@ -107,3 +107,6 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
 CELERY_BEAT_SCHEDULER = "seckill_site.beat:DatabaseScheduler"
 CELERY_TIMEZONE = os.environ.get("TIME_ZONE", "UTC")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery's task consumer without its native delayed delivery (no task here has
+# an ETA; the step stalls a worker's start on a dead node of a broker cluster).
+CELERY_WORKER_CONSUMER = "seckill_site.celery:TaskConsumer"
