@@ -368,9 +368,11 @@ RABBITMQ_CLUSTER_HOST=127.0.0.1
 RABBITMQ_BIN=/usr/lib/rabbitmq/bin
 RABBITMQ_CLUSTER_USER="${SECKILL_RABBITMQ_USER:-seckill}"
 RABBITMQ_CLUSTER_PASSWORD="${SECKILL_RABBITMQ_PASSWORD:-seckill}"
-# The consistent-hash exchange is there for the confirm partitions (issue 21 item
-# 3): a plugin must be enabled on every node of a cluster before it is used.
-RABBITMQ_CLUSTER_PLUGINS="${SECKILL_RABBITMQ_PLUGINS-rabbitmq_consistent_hash_exchange}"
+# Plugins enabled on every node (a plugin must be on every node of a cluster
+# before it is used). None by default: the confirm partitions are routed by the
+# publisher over a direct exchange (inventory.messages.partition_of), so they
+# need no consistent-hash exchange.
+RABBITMQ_CLUSTER_PLUGINS="${SECKILL_RABBITMQ_PLUGINS-}"
 
 rabbitmq_cluster_use() {  # base: the three ports from there, and their directory
   RABBITMQ_CLUSTER_BASE="$1"
