@@ -159,13 +159,48 @@ def gives_applied(sku_id: str) -> None:
                what="gives applied")
 
 
+def broker_cluster_sh(*command: str, timeout: float = 180) -> str:
+    """A function of scripts/cluster.sh on the RabbitMQ cluster CELERY_BROKER_URL
+    names (its nodes' base port); fails the test when it fails."""
+    from kombu import Connection
+
+    from core.broker import broker_urls
+    from testsupport import ROOT
+
+    base = min(Connection(u).port for u in broker_urls())
+    script = 'source scripts/lib.sh && source scripts/cluster.sh && rabbitmq_cluster_use "$0" && "$@"'
+    done = subprocess.run(["bash", "-c", script, str(base), *command], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+    assert done.returncode == 0, (command, done.stdout, done.stderr)
+    return done.stdout
+
+
+def rabbitmqctl(*args: str) -> str:
+    """`rabbitmqctl ARGS` against the broker the tests use: the machine's node,
+    or on a broker cluster the first of its nodes that is running."""
+    from kombu import Connection
+
+    from core.broker import broker_urls
+
+    urls = broker_urls()
+    if len(urls) < 2:
+        return subprocess.run(["rabbitmqctl", *args], capture_output=True, text=True, check=True,
+                              timeout=60).stdout
+    for port in sorted(Connection(u).port for u in urls):
+        try:
+            broker_cluster_sh("rabbitmq_node_pid", str(port))
+        except AssertionError:
+            continue  # that node is down (a fault test)
+        return broker_cluster_sh("rabbitmq_ctl", str(port), "rabbitmqctl", *args)
+    raise AssertionError("no node of the broker cluster is running")
+
+
 def rabbitmq_queue(name: str) -> dict:
     """A queue's figures as RabbitMQ reports them (messages, unacknowledged, consumers)."""
     import json
 
-    out = subprocess.run(["rabbitmqctl", "list_queues", "-q", "--formatter", "json", "name", "messages",
-                          "messages_unacknowledged", "consumers", "arguments"],
-                         capture_output=True, text=True, check=True, timeout=60).stdout
+    out = rabbitmqctl("list_queues", "-q", "--formatter", "json", "name", "messages",
+                      "messages_unacknowledged", "consumers", "arguments")
     for q in json.loads(out):
         if q["name"] == name:
             return q

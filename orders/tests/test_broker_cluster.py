@@ -29,8 +29,9 @@ from kombu import Connection, Queue
 
 from core.broker import broker_connect, broker_connection, broker_urls
 from orders.tests.test_redis_loss import Click, click_all, first_sale_after, judge
-from testsupport import ROOT, wait_until
+from testsupport import wait_until
 from testsupport.processes import start_worker, web_workers
+from testsupport.stores import broker_cluster_sh
 
 pytestmark = [
     pytest.mark.broker_cluster, pytest.mark.web, pytest.mark.worker,
@@ -42,17 +43,8 @@ def ports() -> list[int]:
     return sorted(Connection(u).port for u in broker_urls())
 
 
-def cluster_sh(*command: str, timeout: float = 180) -> str:
-    """A function of scripts/cluster.sh on this cluster's nodes (their base port)."""
-    script = 'source scripts/lib.sh && source scripts/cluster.sh && rabbitmq_cluster_use "$0" && "$@"'
-    done = subprocess.run(["bash", "-c", script, str(ports()[0]), *command], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
-    assert done.returncode == 0, (command, done.stdout, done.stderr)
-    return done.stdout
-
-
 def node_pid(port: int) -> int:
-    return int(cluster_sh("rabbitmq_node_pid", str(port)))
+    return int(broker_cluster_sh("rabbitmq_node_pid", str(port)))
 
 
 def kill(port: int) -> None:
@@ -63,8 +55,8 @@ def queue_members(name: str) -> tuple[str, list[str]]:
     """A quorum queue's leader and members, as a running node tells."""
     for port in ports():
         try:
-            out = cluster_sh("rabbitmq_ctl", str(port), "rabbitmqctl", "list_queues", "name", "leader", "members",
-                             "--formatter", "json", timeout=60)
+            out = broker_cluster_sh("rabbitmq_ctl", str(port), "rabbitmqctl", "list_queues", "name", "leader",
+                                    "members", "--formatter", "json", timeout=60)
         except AssertionError:
             continue
         for row in json.loads(out):
@@ -82,11 +74,11 @@ def node_port(node_name: str) -> int:
 def cluster(live_db):
     if any(u.split("@")[-1].split(":")[0] not in ("127.0.0.1", "localhost") for u in broker_urls()):
         pytest.skip("not a cluster scripts/cluster started on this machine: its nodes cannot be killed and healed")
-    cluster_sh("rabbitmq_cluster_up")  # whole before the fault (a run that died may have left a node down)
+    broker_cluster_sh("rabbitmq_cluster_up")  # whole before the fault (a run that died may have left a node down)
     try:
         yield
     finally:
-        cluster_sh("rabbitmq_cluster_up")
+        broker_cluster_sh("rabbitmq_cluster_up")
 
 
 def broker_peers(pids: list[int]) -> dict[int, list[int]]:
@@ -202,7 +194,7 @@ def test_a_queue_declared_short_of_replicas_is_on_every_node_after_up(cluster):
         queue(conn.default_channel).declare()
         try:
             assert len(queue_members(name)[1]) == 1
-            cluster_sh("rabbitmq_cluster_up")
+            broker_cluster_sh("rabbitmq_cluster_up")
             assert sorted(node_port(m) for m in queue_members(name)[1]) == ports()
             # the project's own queues too
             for project_queue in (settings.SECKILL_CONFIRM_QUEUE, settings.CELERY_DEAD_LETTER_QUEUE):
