@@ -75,9 +75,27 @@ def cluster_url(base: int | None = None) -> str:
     return "redis+cluster://" + ",".join(f"{CLUSTER_HOST}:{base + i}" for i in range(CLUSTER_NODES))
 
 
-def fresh_stores() -> None:
+def confirm_queue_names(partitions: int) -> list[str]:
+    """The confirm queues of `partitions` partitions: the code's own names
+    (inventory.messages.confirm_queues under that setting) where it has
+    partitions, else today's one and "<it>.<k>" for the others."""
+    from django.conf import settings
+
+    from inventory import messages
+
+    if partitions > 1 and hasattr(messages, "confirm_queues"):
+        from django.test import override_settings
+
+        with override_settings(SECKILL_CONFIRM_PARTITIONS=partitions):
+            return [q if isinstance(q, str) else q.name for q in messages.confirm_queues()]
+    first = settings.SECKILL_CONFIRM_QUEUE
+    return [first] + [f"{first}.{k}" for k in range(1, partitions)]
+
+
+def fresh_stores(partitions: int = 1) -> None:
     """Drop and create the database (and the web's MySQL user, whose statements
-    the server counts), migrate, empty the Redis db and the queues."""
+    the server counts), migrate, empty the Redis db and the queues (every
+    confirm partition's of `partitions`, too)."""
     import MySQLdb
 
     conn = MySQLdb.connect(host=HOST, user="root", passwd="", port=3306)
@@ -101,7 +119,7 @@ def fresh_stores() -> None:
     from seckill_site.celery import app
 
     with app.connection_for_write() as c:
-        for q in (settings.CELERY_QUEUE, settings.SECKILL_CONFIRM_QUEUE, settings.CELERY_DEAD_LETTER_QUEUE):
+        for q in (settings.CELERY_QUEUE, *confirm_queue_names(partitions), settings.CELERY_DEAD_LETTER_QUEUE):
             try:
                 c.channel().queue_delete(q)
             except Exception:
@@ -481,13 +499,81 @@ def _our_redis(table: dict[int, tuple[int, str, float]]) -> dict[int, int] | Non
     return found or None
 
 
+class _BrokerPids:
+    def __init__(self) -> None:
+        self.ports: set[int] | None = None  # the AMQP ports of this run's broker nodes, once known
+        self.pids: set[int] = set()
+
+
+_broker_pids = _BrokerPids()
+
+
+def _broker_ports() -> set[int]:
+    """The AMQP ports of the broker this run uses: every URL of
+    CELERY_BROKER_URL (one node, or a cluster's nodes joined by ';')."""
+    from urllib.parse import urlsplit
+
+    from django.conf import settings
+
+    return {urlsplit(url.strip()).port or 5672 for url in settings.CELERY_BROKER_URL.split(";") if url.strip()}
+
+
+def _listening_inodes(ports: set[int]) -> set[str]:
+    """The socket inodes listening on `ports` (any address, IPv4 or IPv6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rpartition(":")[2], 16) in ports:  # 0A: LISTEN
+                found.add(f[9])
+    return found
+
+
+def _our_broker(table: dict[int, tuple[int, str, float]]) -> set[int] | None:
+    """The pids of this run's RabbitMQ nodes: the beam.smp processes holding a
+    socket that listens on one of the broker's AMQP ports, told apart from the
+    machine's other nodes (a cluster beside the single broker); None (count
+    every beam.smp) before Django is set up or when none is found (another
+    user's processes, whose sockets cannot be read)."""
+    if _broker_pids.pids and all(p in table for p in _broker_pids.pids):
+        return _broker_pids.pids
+    try:
+        if _broker_pids.ports is None:
+            _broker_pids.ports = _broker_ports()
+    except Exception:  # noqa: BLE001  (Django not set up yet: count them all)
+        return None
+    inodes = {f"socket:[{i}]" for i in _listening_inodes(_broker_pids.ports)}
+    found = set()
+    for pid, (_, name, _) in table.items():
+        if name != "beam.smp":
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    found.add(pid)
+                    break
+            except OSError:
+                continue
+    _broker_pids.pids = found
+    return found or None
+
+
 def cpu_seconds() -> dict[str, float]:
     """CPU time used so far: the servers this run started (web, worker) by
     their pids and descendants, whatever program they run; the shared stores by
     name; the load generator as this process plus the generator processes it
     ran and reaped (wrk, forked asyncio clients: benchmarks.loadgen counts them).
     Of the redis-server processes, only this run's Redis (_our_redis), also
-    each node alone as "redis:<port>"."""
+    each node alone as "redis:<port>"; of the beam.smp processes, only this
+    run's broker nodes (_our_broker)."""
     from benchmarks import loadgen
 
     table = _proc_table()
@@ -499,10 +585,13 @@ def cpu_seconds() -> dict[str, float]:
             mine |= pids
             out[server.group] = out.get(server.group, 0.0) + sum(table[p][2] for p in pids)
     ours = _our_redis(table)
+    broker = _our_broker(table)
     for pid, (_, name, secs) in table.items():
         group = SYSTEM_GROUPS.get(name)
         if group == "redis" and ours is not None and pid not in ours:
             continue  # another Redis on the machine (the other clusters, the single one)
+        if group == "rabbitmq" and broker is not None and pid not in broker:
+            continue  # another RabbitMQ node (a cluster beside the single broker)
         if group and pid not in mine:
             out[group] += secs
     for pid, port in (ours or {}).items():  # and each of them alone (a cluster's nodes)
