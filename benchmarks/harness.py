@@ -566,7 +566,14 @@ def _our_broker(table: dict[int, tuple[int, str, float]]) -> set[int] | None:
     return found or None
 
 
-def cpu_seconds() -> dict[str, float]:
+class CpuSample(dict):
+    """cpu_seconds()'s figures, and each shared store process's own (pid ->
+    (its keys, seconds)), so a delta is taken process by process."""
+
+    pids: dict[int, tuple[tuple[str, ...], float]]
+
+
+def cpu_seconds() -> CpuSample:
     """CPU time used so far: the servers this run started (web, worker) by
     their pids and descendants, whatever program they run; the shared stores by
     name; the load generator as this process plus the generator processes it
@@ -577,7 +584,8 @@ def cpu_seconds() -> dict[str, float]:
     from benchmarks import loadgen
 
     table = _proc_table()
-    out = {"web": 0.0, "worker": 0.0, **{g: 0.0 for g in SYSTEM_GROUPS.values()}}
+    out = CpuSample({"web": 0.0, "worker": 0.0, **{g: 0.0 for g in SYSTEM_GROUPS.values()}})
+    out.pids = {}
     mine: set[int] = set()
     for server in STARTED:
         if server.alive:
@@ -594,15 +602,30 @@ def cpu_seconds() -> dict[str, float]:
             continue  # another RabbitMQ node (a cluster beside the single broker)
         if group and pid not in mine:
             out[group] += secs
+            out.pids[pid] = ((group,), secs)
     for pid, port in (ours or {}).items():  # and each of them alone (a cluster's nodes)
         out[f"redis:{port}"] = table[pid][2]
+        if pid in out.pids:
+            out.pids[pid] = (("redis", f"redis:{port}"), out.pids[pid][1])
     out["loadgen"] = time.process_time() + loadgen.child_cpu_seconds()
     return out
 
 
 def cpu_delta(before: dict[str, float]) -> dict[str, float]:
+    """The CPU used since `before`. The shared stores' process by process: one
+    restarted meanwhile (another client of the machine's servers) counts from
+    its start, the one it replaced until its last sample, never a negative."""
     after = cpu_seconds()
-    return {k: after[k] - before.get(k, 0.0) for k in after}
+    out = {k: after[k] - before.get(k, 0.0) for k in after}
+    if isinstance(before, CpuSample):
+        for k in {k for keys, _ in after.pids.values() for k in keys} | {
+                k for keys, _ in before.pids.values() for k in keys}:
+            out[k] = 0.0
+        for pid, (keys, secs) in after.pids.items():
+            was = before.pids.get(pid)
+            for k in keys:
+                out[k] += secs - (was[1] if was and was[0] == keys else 0.0)
+    return out
 
 
 def format_cpu(delta: dict[str, float]) -> str:
