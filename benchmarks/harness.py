@@ -75,27 +75,9 @@ def cluster_url(base: int | None = None) -> str:
     return "redis+cluster://" + ",".join(f"{CLUSTER_HOST}:{base + i}" for i in range(CLUSTER_NODES))
 
 
-def confirm_queue_names(partitions: int) -> list[str]:
-    """The confirm queues of `partitions` partitions: the code's own names
-    (inventory.messages.confirm_queues under that setting) where it has
-    partitions, else today's one and "<it>.<k>" for the others."""
-    from django.conf import settings
-
-    from inventory import messages
-
-    if partitions > 1 and hasattr(messages, "confirm_queues"):
-        from django.test import override_settings
-
-        with override_settings(SECKILL_CONFIRM_PARTITIONS=partitions):
-            return [q if isinstance(q, str) else q.name for q in messages.confirm_queues()]
-    first = settings.SECKILL_CONFIRM_QUEUE
-    return [first] + [f"{first}.{k}" for k in range(1, partitions)]
-
-
-def fresh_stores(partitions: int = 1) -> None:
+def fresh_stores() -> None:
     """Drop and create the database (and the web's MySQL user, whose statements
-    the server counts), migrate, empty the Redis db and the queues (every
-    confirm partition's of `partitions`, too)."""
+    the server counts), migrate, empty the Redis db and the queues."""
     import MySQLdb
 
     conn = MySQLdb.connect(host=HOST, user="root", passwd="", port=3306)
@@ -119,7 +101,7 @@ def fresh_stores(partitions: int = 1) -> None:
     from seckill_site.celery import app
 
     with app.connection_for_write() as c:
-        for q in (settings.CELERY_QUEUE, *confirm_queue_names(partitions), settings.CELERY_DEAD_LETTER_QUEUE):
+        for q in (settings.CELERY_QUEUE, settings.SECKILL_CONFIRM_QUEUE, settings.CELERY_DEAD_LETTER_QUEUE):
             try:
                 c.channel().queue_delete(q)
             except Exception:

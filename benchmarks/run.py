@@ -625,6 +625,8 @@ def backlog_drain(partitions: int, layout: list[tuple[str, int]], units: int, po
     and the consumers must agree); afterwards the worker runs as before.
     Returns the SKUs, their stocks, the accepted ids by SKU, the rate and the
     worker now running."""
+    from django.test import override_settings
+
     stocks = harness.split_stock(units, len(layout))
     skus = layout_skus(layout, partitions, stocks)
     env = {"SECKILL_CONFIRM_PARTITIONS": str(partitions)} if partitions > 1 else {}
@@ -655,7 +657,8 @@ def backlog_drain(partitions: int, layout: list[tuple[str, int]], units: int, po
     accepted = set().union(*split.values())
     progress(f"{len(accepted)} accepted with the worker down; starting it ({partitions} partitions)")
     worker = harness.start_worker(wait=False, extra=env)
-    harness.wait_consuming()
+    with override_settings(SECKILL_CONFIRM_PARTITIONS=partitions):
+        harness.wait_consuming()  # every partition's consumer (where the code has partitions)
     t0 = time.perf_counter()
     cpu0 = cpu_seconds()
     done = wait_locked_all(split, timeout=300)
@@ -773,7 +776,7 @@ def main() -> int:
             f"{CLUSTER_URL} and queue seckill-bench ...")
     else:
         say(f"setting up a fresh database {DB_NAME}, Redis db {REDIS_DB} and queue seckill-bench ...")
-    harness.fresh_stores(partitions=args.partitions)
+    harness.fresh_stores()
     masters = harness.redis_masters()
     if CLUSTER_URL:
         say(f"    {len(masters)} masters ({', '.join(masters)}); every sale's SKUs one per master, "
