@@ -605,21 +605,26 @@ def backlog_layout(partitions: int, masters: list[str]) -> list[tuple[str, int]]
 
 
 def layout_skus(layout: list[tuple[str, int]], partitions: int, stocks: list[int]) -> list[str]:
-    """New SKUs, one for each (master, partition) of the layout, with those stocks."""
+    """New SKUs, one for each (master, partition) of the layout (its partitions
+    of `partitions`, whatever the drain runs with), with those stocks."""
     out = []
     for (m, k), stock in zip(layout, stocks):
-        while True:
+        for _ in range(100_000):
             sku_id = f"BENCH-{uuid.uuid4().hex[:8]}"
             if harness.master_of(sku_id) == m and partition_of(sku_id, partitions) == k:
                 break
+        else:
+            raise SystemExit(f"no SKU id found for {m}, partition {k} of {partitions}")
         out.append(harness.new_sku(stock, limit=10 ** 6, sku_id=sku_id))
     return out
 
 
-def backlog_drain(partitions: int, layout: list[tuple[str, int]], units: int, port: int, tokens: list[str],
-                  c: int, worker, args, queue: int):
+def backlog_drain(partitions: int, layout: list[tuple[str, int]], layout_parts: int, units: int, port: int,
+                  tokens: list[str], c: int, worker, args, queue: int):
     """The worker stopped during a sale of `units` units over the layout's
-    SKUs, then started: orders confirmed per second from the moment its
+    SKUs (drawn as the layout says, of `layout_parts` partitions, so the
+    1-partition drain's SKUs sit where the N-partition drain's do), then
+    started: orders confirmed per second from the moment its
     consumer is up. With partitions > 1 the sale goes through a web tier of
     its own and the worker runs with SECKILL_CONFIRM_PARTITIONS (the publisher
     and the consumers must agree); afterwards the worker runs as before.
@@ -628,7 +633,7 @@ def backlog_drain(partitions: int, layout: list[tuple[str, int]], units: int, po
     from django.test import override_settings
 
     stocks = harness.split_stock(units, len(layout))
-    skus = layout_skus(layout, partitions, stocks)
+    skus = layout_skus(layout, layout_parts, stocks)
     env = {"SECKILL_CONFIRM_PARTITIONS": str(partitions)} if partitions > 1 else {}
     sold_out: set[int] = set()
 
@@ -952,12 +957,12 @@ def main() -> int:
                     "drain; partitions=1, drain_rate_n is the 1-partition figure")
                 n = 1
             # one layout for both drains: every partition (of n) and every master holds one of the SKUs
-            layout = backlog_layout(n if supported else 1, masters)
+            layout = backlog_layout(n, masters)
             say(f"    {len(layout)} SKUs a drain: " + ", ".join(f"{m} partition {k}" for m, k in layout))
             rates: dict[int, float] = {}
             for parts in ([1, n] if n > 1 else [1]):
                 bskus, bstocks, bsplit, rate, worker = backlog_drain(
-                    parts if supported else 1, layout, backlog_stock, port, tokens, c, worker, args, queue)
+                    parts, layout, n, backlog_stock, port, tokens, c, worker, args, queue)
                 rates[parts] = rate
                 sale_skus.extend((s, k, bsplit[s]) for s, k in zip(bskus, bstocks))
             summary["drain_rate"] = summary["drain_rate_1"] = rates[1]
