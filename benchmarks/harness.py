@@ -492,17 +492,93 @@ def _our_redis(table: dict[int, tuple[int, str, float]]) -> dict[int, int] | Non
     return found or None
 
 
-def cpu_seconds() -> dict[str, float]:
+class _BrokerPids:
+    def __init__(self) -> None:
+        self.ports: set[int] | None = None  # the AMQP ports of this run's broker nodes, once known
+        self.pids: set[int] = set()
+
+
+_broker_pids = _BrokerPids()
+
+
+def _broker_ports() -> set[int]:
+    """The AMQP ports of the broker this run uses: every URL of
+    CELERY_BROKER_URL (one node, or a cluster's nodes joined by ';')."""
+    from urllib.parse import urlsplit
+
+    from django.conf import settings
+
+    return {urlsplit(url.strip()).port or 5672 for url in settings.CELERY_BROKER_URL.split(";") if url.strip()}
+
+
+def _listening_inodes(ports: set[int]) -> set[str]:
+    """The socket inodes listening on `ports` (any address, IPv4 or IPv6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rpartition(":")[2], 16) in ports:  # 0A: LISTEN
+                found.add(f[9])
+    return found
+
+
+def _our_broker(table: dict[int, tuple[int, str, float]]) -> set[int] | None:
+    """The pids of this run's RabbitMQ nodes: the beam.smp processes holding a
+    socket that listens on one of the broker's AMQP ports, told apart from the
+    machine's other nodes (a cluster beside the single broker); None (count
+    every beam.smp) before Django is set up or when none is found (another
+    user's processes, whose sockets cannot be read)."""
+    if _broker_pids.pids and all(p in table for p in _broker_pids.pids):
+        return _broker_pids.pids
+    try:
+        if _broker_pids.ports is None:
+            _broker_pids.ports = _broker_ports()
+    except Exception:  # noqa: BLE001  (Django not set up yet: count them all)
+        return None
+    inodes = {f"socket:[{i}]" for i in _listening_inodes(_broker_pids.ports)}
+    found = set()
+    for pid, (_, name, _) in table.items():
+        if name != "beam.smp":
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    found.add(pid)
+                    break
+            except OSError:
+                continue
+    _broker_pids.pids = found
+    return found or None
+
+
+class CpuSample(dict):
+    """cpu_seconds()'s figures, and each shared store process's own (pid ->
+    (its keys, seconds)), so a delta is taken process by process."""
+
+    pids: dict[int, tuple[tuple[str, ...], float]]
+
+
+def cpu_seconds() -> CpuSample:
     """CPU time used so far: the servers this run started (web, worker) by
     their pids and descendants, whatever program they run; the shared stores by
     name; the load generator as this process plus the generator processes it
     ran and reaped (wrk, forked asyncio clients: benchmarks.loadgen counts them).
     Of the redis-server processes, only this run's Redis (_our_redis), also
-    each node alone as "redis:<port>"."""
+    each node alone as "redis:<port>"; of the beam.smp processes, only this
+    run's broker nodes (_our_broker)."""
     from benchmarks import loadgen
 
     table = _proc_table()
-    out = {"web": 0.0, "worker": 0.0, **{g: 0.0 for g in SYSTEM_GROUPS.values()}}
+    out = CpuSample({"web": 0.0, "worker": 0.0, **{g: 0.0 for g in SYSTEM_GROUPS.values()}})
+    out.pids = {}
     mine: set[int] = set()
     for server in STARTED:
         if server.alive:
@@ -510,21 +586,39 @@ def cpu_seconds() -> dict[str, float]:
             mine |= pids
             out[server.group] = out.get(server.group, 0.0) + sum(table[p][2] for p in pids)
     ours = _our_redis(table)
+    broker = _our_broker(table)
     for pid, (_, name, secs) in table.items():
         group = SYSTEM_GROUPS.get(name)
         if group == "redis" and ours is not None and pid not in ours:
             continue  # another Redis on the machine (the other clusters, the single one)
+        if group == "rabbitmq" and broker is not None and pid not in broker:
+            continue  # another RabbitMQ node (a cluster beside the single broker)
         if group and pid not in mine:
             out[group] += secs
+            out.pids[pid] = ((group,), secs)
     for pid, port in (ours or {}).items():  # and each of them alone (a cluster's nodes)
         out[f"redis:{port}"] = table[pid][2]
+        if pid in out.pids:
+            out.pids[pid] = (("redis", f"redis:{port}"), out.pids[pid][1])
     out["loadgen"] = time.process_time() + loadgen.child_cpu_seconds()
     return out
 
 
 def cpu_delta(before: dict[str, float]) -> dict[str, float]:
+    """The CPU used since `before`. The shared stores' process by process: one
+    restarted meanwhile (another client of the machine's servers) counts from
+    its start, the one it replaced until its last sample, never a negative."""
     after = cpu_seconds()
-    return {k: after[k] - before.get(k, 0.0) for k in after}
+    out = {k: after[k] - before.get(k, 0.0) for k in after}
+    if isinstance(before, CpuSample):
+        for k in {k for keys, _ in after.pids.values() for k in keys} | {
+                k for keys, _ in before.pids.values() for k in keys}:
+            out[k] = 0.0
+        for pid, (keys, secs) in after.pids.items():
+            was = before.pids.get(pid)
+            for k in keys:
+                out[k] += secs - (was[1] if was and was[0] == keys else 0.0)
+    return out
 
 
 def format_cpu(delta: dict[str, float]) -> str:
