@@ -215,14 +215,17 @@ class Cluster:
         return pid if re.match(rf"redis-server \S*:{port}\b", title) else None
 
     def up(self) -> None:
-        """`bash scripts/cluster up`: every node running (a killed one restarted
+        """The Redis half of `bash scripts/cluster up` (redis_cluster_up): every node running (a killed one restarted
         from its files rejoins as a replica, a paused one is resumed), every
         slot served by a writable master, every replica in sync."""
-        script = ROOT / "scripts" / "cluster"
-        done = subprocess.run(["bash", str(script), "up"], capture_output=True, text=True, timeout=180,
-                              env=dict(os.environ, SECKILL_REDIS_CLUSTER_BASE=str(self.base)))
+        # redis_cluster_up alone: `bash scripts/cluster up` also brings up a
+        # RabbitMQ cluster (issue 21), on SECKILL_RABBITMQ_CLUSTER_BASE or 5681,
+        # whichever the caller's environment says: not this class's business.
+        script = (f'source "{ROOT}/scripts/lib.sh"; source "{ROOT}/scripts/cluster.sh"; '
+                  f"redis_cluster_use {self.base}; redis_cluster_up")
+        done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=180)
         if done.returncode != 0:
-            raise RuntimeError(f"scripts/cluster up (base {self.base}) failed: {done.stderr.strip()[-800:]}")
+            raise RuntimeError(f"redis_cluster_up (base {self.base}) failed: {done.stderr.strip()[-800:]}")
 
     def _node(self, port: int) -> redis.Redis:
         return redis.Redis(host=CLUSTER_HOST, port=port, socket_timeout=1.0, socket_connect_timeout=0.5)
