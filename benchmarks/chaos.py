@@ -16,7 +16,10 @@ the system drain (worker, beat sweeps), reconciles twice, then prints one row:
   drain_s    from the end of the load to everything confirmed
   pause_s    seconds from the Redis loss to the first sale after it, per SKU
              (the first new order answered to a request sent after the loss)
-  n503       requests answered 503 after the Redis loss
+  n503       requests answered 503 after the Redis loss (after the first
+             host fault, in a run of host faults with no Redis loss)
+  confirm_gap_s  seconds from each fault to the first confirm in MySQL of an
+             order created after it, the longest of the run's faults
 
 After a Redis loss the SKU answers 503 until its snapshot is rebuilt, then
 sells again by itself. When the load left no sale after the loss (it ended
@@ -178,10 +181,12 @@ class Context:
     run_index: int = 0
     struck: list[float] = field(default_factory=list)  # time.time() when each fault landed (the confirm gap)
     hosts: list[str] = field(default_factory=list)     # each host fault: what it hit (the node column)
+    done: list[str] = field(default_factory=list)      # the host faults landed so far
     broker_down: bool = False                          # a RabbitMQ node not running (started at the end)
     webs_down: list[int] = field(default_factory=list)     # web instances killed (started at the end)
     workers_down: list[int] = field(default_factory=list)  # workers killed (started at the end)
-    first_target: dict = field(default_factory=dict)   # the leader and active consumer looked up before the sale
+    targets: dict = field(default_factory=dict)        # the leader and active consumer looked up before the sale
+    later: list = field(default_factory=list)          # (index in hosts, what to write there) once the run is over
     slot: int = 0     # the slot of the first SKU's keys: its master is found by it, whoever serves it now
     inflight_at_loss: list[int] = field(default_factory=list)
     redis_loss: bool = False
@@ -227,6 +232,7 @@ def worker_kill(ctx: Context) -> None:
     """SIGKILL of every worker at once (both on --cluster: no confirm consumer
     at all for a moment), started again half a second later."""
     ctx.mark()
+    ctx.done.append("worker-kill")
     for worker in ctx.stack.workers:
         worker.kill()
     time.sleep(0.5)
@@ -346,7 +352,7 @@ def redis_failover(ctx: Context) -> None:
 #   mq5688>5687   node 5688 (that queue's leader) killed, 5687 leads it after
 #   mq5688~       node 5688 stopped cleanly and started again
 #   web2          web instance 2 killed (the other serves the rest of the sale)
-#   chaos1>chaos2 the active consumer's worker killed, that one's consumer active after
+#   chaos1>chaos2 the worker of the active consumer killed, chaos2's consumer active after
 # A RabbitMQ node, web instance or worker left down is started again at the end
 # of the run (before a second RabbitMQ node fault of the same run, the killed
 # node is started again first: two nodes down of three is a lost majority).
@@ -360,11 +366,18 @@ def _broker(ctx: Context) -> faults.RabbitCluster:
     return rabbit
 
 
+# What moves each target: the queue's leader and the active consumer's node
+# move with a RabbitMQ node fault, the active consumer also with a worker's.
+_MOVED_BY = {"leader": ("rabbitmq-",), "consumer_node": ("rabbitmq-", "worker-"), "active": ("rabbitmq-", "worker-")}
+
+
 def _looked_up(ctx: Context, what: str, find: Callable[[], object]):
-    """The target looked up before the sale (the first host fault of a run:
-    the lookup would land it late), else looked up now."""
-    if what in ctx.first_target and not ctx.hosts:
-        return ctx.first_target[what]
+    """The target looked up before the sale (a rabbitmqctl call takes a second
+    or two here, and the sale about three), unless an earlier fault of the run
+    may have moved it: then looked up now."""
+    moved = any(host.startswith(_MOVED_BY[what]) for host in ctx.done)
+    if what in ctx.targets and not moved:
+        return ctx.targets[what]
     return find()
 
 
@@ -388,18 +401,17 @@ def rabbitmq_node_kill(ctx: Context) -> None:
     ctx.mark()
     rabbit.kill(leader)
     ctx.broker_down = True
-    after = "?"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    ctx.done.append("rabbitmq-node-kill")
+
+    def after() -> str:  # the leader once the run is over (not waited for here: the next fault lands meanwhile)
         try:
             now = rabbit.leader(ctx.queue)
-            if now != leader:
-                after = str(now)
-                break
         except RuntimeError:
-            pass
-        time.sleep(0.5)
-    ctx.hosts.append(f"mq{leader}>{after}")
+            now = None
+        return f"mq{leader}>{now if now and now != leader else '?'}"
+
+    ctx.later.append((len(ctx.hosts), after))
+    ctx.hosts.append(f"mq{leader}>")
 
 
 def rabbitmq_node_restart(ctx: Context) -> None:
@@ -410,6 +422,7 @@ def rabbitmq_node_restart(ctx: Context) -> None:
     ctx.mark()
     rabbit.stop(port)
     ctx.broker_down = True
+    ctx.done.append("rabbitmq-node-restart")
     rabbit.up()
     ctx.broker_down = False
     ctx.hosts.append(f"mq{port}~")
@@ -426,6 +439,7 @@ def web_host_kill(ctx: Context) -> None:
     ctx.mark()
     stack.webs[i].kill()
     ctx.webs_down.append(i)
+    ctx.done.append("web-host-kill")
     ctx.hosts.append(f"web{i + 1}")
 
 
@@ -441,33 +455,39 @@ def worker_active_kill(ctx: Context) -> None:
     ctx.mark()
     stack.workers[i].kill()
     ctx.workers_down.append(i)
-    after = "?"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        now = _active(ctx)
-        if now and now["worker"] != active["worker"]:
-            after = now["worker"]
-            break
-        time.sleep(0.3)
-    ctx.hosts.append(f"{active['worker']}>{after}")
+    ctx.done.append("worker-active-kill")
+    short = [name.split("@")[0] for name in stack.worker_names]
+
+    def after() -> str:  # the active consumer once the run is over, before the killed worker is back
+        try:
+            now = _active(ctx)
+        except RuntimeError:
+            now = None
+        taken = now and now["worker"] in stack.worker_names and now["worker"] != active["worker"]
+        return f"{short[i]}>{short[stack.worker_names.index(now['worker'])] if taken else '?'}"
+
+    ctx.later.append((len(ctx.hosts), after))
+    ctx.hosts.append(f"{short[i]}>")
 
 
 def look_up_targets(ctx: Context, names: tuple[str, ...]) -> None:
     """Before the sale: the aimed queue's leader and active consumer, for the
-    run's first host fault (a rabbitmqctl call takes a second or two here)."""
-    first = next((n for n in names if n in HOST_FAULTS), None)
-    if first == "rabbitmq-node-kill":
-        ctx.first_target["leader"] = ctx.stack.rabbit.leader(ctx.queue)
-    elif first == "rabbitmq-node-restart":
-        ctx.first_target["consumer_node"] = _consumer_node(ctx)
-    elif first == "worker-active-kill":
-        ctx.first_target["active"] = _active(ctx)
+    run's host faults (a rabbitmqctl call takes a second or two here)."""
+    if "rabbitmq-node-kill" in names:
+        ctx.targets["leader"] = ctx.stack.rabbit.leader(ctx.queue)
+    if "rabbitmq-node-restart" in names:
+        ctx.targets["consumer_node"] = _consumer_node(ctx)
+    if "worker-active-kill" in names:
+        ctx.targets["active"] = _active(ctx)
 
 
 def heal_hosts(ctx: Context) -> None:
     """Every RabbitMQ node, web instance and worker a fault left down started
     again (the broker first: the others connect to it), and waited for."""
     stack = ctx.stack
+    for i, what in ctx.later:
+        ctx.hosts[i] = what()
+    ctx.later.clear()
     if stack.rabbit is not None and (ctx.broker_down or len(stack.rabbit.running()) < len(stack.rabbit.ports)):
         stack.rabbit.up()
         ctx.broker_down = False
@@ -760,6 +780,7 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
         host=HOST, port=stack.port, concurrency=concurrency, make_request=make, total_requests=len(jobs),
         timeout_s=30)))
     load.start()
+    load_began, began = clock(), time.time()  # (the faults' moments are time.time(): the confirm gap)
     # the faults land one right after the other, from about a quarter into the sale
     from core.redis import RedisError
     from inventory.redis import gate, live as redis_live
@@ -774,7 +795,7 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
             pass
         time.sleep(0.02)
     for name in names:
-        progress(f"{row.name}: {name}")
+        progress(f"{row.name}: {name}, {clock() - load_began:.1f} s into the load")
         struck, before = len(ctx.struck), time.time()
         FAULTS[name](ctx)
         if len(ctx.struck) == struck:  # a fault that marks no moment of its own landed when it was called
@@ -783,6 +804,7 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
         if ctx.losses:
             progress(f"{row.name}: {name} over, {clock() - ctx.losses[0]:.1f} s after the loss")
     load.join()
+    progress(f"{row.name}: load over after {clock() - load_began:.1f} s")
     if ctx.losses:
         progress(f"{row.name}: load over, {clock() - ctx.losses[0]:.1f} s after the loss")
     if down_all_sale:
@@ -790,6 +812,8 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     if ctx.losses:
         measure_pause(row, ctx, results, jobs,
                       lambda wave_skus: second_wave(stack.port, tokens, jobs, make, seed + 1, wave_skus))
+    elif set(names) & set(HOST_FAULTS) and ctx.struck:  # no Redis loss: the 503s after the (first) host fault
+        row.n503 = sum(1 for r in results if r.status == 503 and r.finished > load_began + (ctx.struck[0] - began))
     last_fault = time.monotonic()
 
     # --- judge -------------------------------------------------------------------------
@@ -892,7 +916,9 @@ CLUSTER_QUICK_ALONE = ("worker-kill", "web-kill")
 def plan(only: list[str] | None, quick: bool, cluster: bool = False) -> list[tuple[str, ...]]:
     names = only or fault_names(cluster)
     singles = [(n,) for n in names]
-    pairs = [p for p in itertools.permutations(names, 2) if "worker-down" not in p or p[0] == "worker-down"]
+    # worker-down first or not at all, and never with worker-active-kill (no worker is active then)
+    pairs = [p for p in itertools.permutations(names, 2)
+             if "worker-down" not in p or (p[0] == "worker-down" and "worker-active-kill" not in p)]
     if cluster:
         losses = [run for run in CLUSTER_LOSS_RUNS + HOST_RUNS if set(run) <= set(names)]
         if quick:
