@@ -2,7 +2,7 @@
 on the real servers, each judged by every unit and order in both stores.
 
     bash scripts/chaos [--quick] [--only worker-kill,redis-restart] [--list]
-    bash scripts/chaos --cluster [--quick] [--cluster-base 7020]
+    bash scripts/chaos --cluster [--quick] [--cluster-base 7020] [--rabbitmq-base 5687] [--partitions 2]
 
 Each run sells a fresh SKU to concurrent buyers (some clicking twice with the
 same Idempotency-Key) while its faults land one right after the other, lets
@@ -50,7 +50,44 @@ sale after the loss took a second or more, of the sale's). pause_s is the
 longest of the sale's. After every run the cluster is healed (every node back,
 every replica in sync) and every fence passed before the next.
 
-The last line is a key=value summary ending in verdict=ok|FAIL. It acts on the
+--cluster also runs everything else on several hosts' worth of processes, as
+`bash scripts/up --cluster` does: a RabbitMQ cluster of its own (three nodes
+from --rabbitmq-base, SECKILL_RABBITMQ_CLUSTER_BASE, else 5687: scripts/cluster.sh's
+functions, started when not running; CELERY_BROKER_URL names its nodes), two
+web instances (a process each) behind HAProxy (the config scripts/haproxy-config
+writes; the load goes through the proxy), two workers (each partition of the
+confirm stream: one active consumer, one standby) and beat once. The faults of
+several hosts, each aimed at the confirm queue of the first SKU's partition:
+
+  rabbitmq-node-kill     SIGKILL of the node holding that queue's leader
+                         (rabbitmqctl list_queues name leader); started again
+                         at the end of the run
+  rabbitmq-node-restart  the node the queue's active consumer is connected to,
+                         stopped cleanly (rabbitmqctl shutdown) and started again
+                         at once, mid-sale
+  web-host-kill          SIGKILL of one web instance's process group (the two in
+                         turn); the other serves the rest, it is started again
+                         at the end of the run
+  worker-active-kill     SIGKILL of the worker whose consumer is active on the
+                         queue (rabbitmqctl list_consumers: the tags name the
+                         workers); the standby takes over, the killed one is
+                         started again at the end of the run
+
+There worker-kill and worker-down act on both workers (no consumer at all),
+web-kill on every web process of both instances (their servers start new
+ones); rabbitmq-restart (of the machine's one broker) is left out, its runs
+take rabbitmq-node-restart. The node column also says what each host fault
+hit (mq5688>5687: node 5688, the leader, killed, 5687 leads after; mq5688~:
+restarted; web2; chaos1>chaos2: chaos1's worker killed, chaos2's consumer
+active after). Before a second RabbitMQ node fault of a run the first node is
+started again (two nodes down of three is a lost majority); after every run
+every node, instance and worker is back.
+
+--partitions N sets SECKILL_CONFIRM_PARTITIONS of every process (1 by default).
+
+The last line is a key=value summary ending in verdict=ok|FAIL (with
+broker=single:5672|cluster:<base>, partitions= and the confirm gap's median and
+max over the runs, confirm_gap_s_median= / confirm_gap_s_max=). It acts on the
 machine's own Redis, RabbitMQ and MariaDB (and, with --cluster, on the nodes of
 that cluster): run it alone.
 """
