@@ -2,7 +2,7 @@
 on the real servers, each judged by every unit and order in both stores.
 
     bash scripts/chaos [--quick] [--only worker-kill,redis-restart] [--list]
-    bash scripts/chaos --cluster [--quick] [--cluster-base 7020]
+    bash scripts/chaos --cluster [--quick] [--cluster-base 7020] [--rabbitmq-base 5687] [--partitions 2]
 
 Each run sells a fresh SKU to concurrent buyers (some clicking twice with the
 same Idempotency-Key) while its faults land one right after the other, lets
@@ -16,7 +16,11 @@ the system drain (worker, beat sweeps), reconciles twice, then prints one row:
   drain_s    from the end of the load to everything confirmed
   pause_s    seconds from the Redis loss to the first sale after it, per SKU
              (the first new order answered to a request sent after the loss)
-  n503       requests answered 503 after the Redis loss
+  n503       requests answered 503 after the Redis loss (after the first
+             host fault, in a run of host faults with no Redis loss)
+  confirm_gap_s  seconds from each fault to the first confirm in MySQL of an
+             order created after it, the longest of the run's faults that
+             landed while the load was running
 
 After a Redis loss the SKU answers 503 until its snapshot is rebuilt, then
 sells again by itself. When the load left no sale after the loss (it ended
@@ -47,7 +51,44 @@ sale after the loss took a second or more, of the sale's). pause_s is the
 longest of the sale's. After every run the cluster is healed (every node back,
 every replica in sync) and every fence passed before the next.
 
-The last line is a key=value summary ending in verdict=ok|FAIL. It acts on the
+--cluster also runs everything else on several hosts' worth of processes, as
+`bash scripts/up --cluster` does: a RabbitMQ cluster of its own (three nodes
+from --rabbitmq-base, SECKILL_RABBITMQ_CLUSTER_BASE, else 5687: scripts/cluster.sh's
+functions, started when not running; CELERY_BROKER_URL names its nodes), two
+web instances (a process each) behind HAProxy (the config scripts/haproxy-config
+writes; the load goes through the proxy), two workers (each partition of the
+confirm stream: one active consumer, one standby) and beat once. The faults of
+several hosts, each aimed at the confirm queue of the first SKU's partition:
+
+  rabbitmq-node-kill     SIGKILL of the node holding that queue's leader
+                         (rabbitmqctl list_queues name leader); started again
+                         at the end of the run
+  rabbitmq-node-restart  the node the queue's active consumer is connected to,
+                         stopped cleanly (rabbitmqctl shutdown) and started again
+                         at once, mid-sale
+  web-host-kill          SIGKILL of one web instance's process group (the two in
+                         turn); the other serves the rest, it is started again
+                         at the end of the run
+  worker-active-kill     SIGKILL of the worker whose consumer is active on the
+                         queue (rabbitmqctl list_consumers: the tags name the
+                         workers); the standby takes over, the killed one is
+                         started again at the end of the run
+
+There worker-kill and worker-down act on both workers (no consumer at all),
+web-kill on every web process of both instances (their servers start new
+ones); rabbitmq-restart (of the machine's one broker) is left out, its runs
+take rabbitmq-node-restart. The node column also says what each host fault
+hit (mq5688>5687: node 5688, the leader, killed, 5687 leads after; mq5688~:
+restarted; web2; chaos1>chaos2: chaos1's worker killed, chaos2's consumer
+active after). Before a second RabbitMQ node fault of a run the first node is
+started again (two nodes down of three is a lost majority); after every run
+every node, instance and worker is back.
+
+--partitions N sets SECKILL_CONFIRM_PARTITIONS of every process (1 by default).
+
+The last line is a key=value summary ending in verdict=ok|FAIL (with
+broker=single:5672|cluster:<base>, partitions= and the confirm gap's median and
+max over the runs, confirm_gap_s_median= / confirm_gap_s_max=). It acts on the
 machine's own Redis, RabbitMQ and MariaDB (and, with --cluster, on the nodes of
 that cluster): run it alone.
 """
@@ -59,6 +100,7 @@ import json
 import os
 import random
 import signal
+import socket
 import statistics
 import sys
 import threading
@@ -86,12 +128,18 @@ EXTRA_ENV = {
 }
 
 
-def configure(cluster: faults.Cluster | None) -> None:
-    """The run's own stores: Redis db 6 of the single Redis, or its own prefix on the cluster."""
+def configure(cluster: faults.Cluster | None, rabbit: faults.RabbitCluster | None = None,
+              partitions: int = 1) -> None:
+    """The run's own stores: Redis db 6 of the single Redis, or its own prefix
+    on the cluster; the machine's RabbitMQ, or the RabbitMQ cluster's nodes;
+    the confirm stream in `partitions` (every process started inherits it)."""
+    extra = dict(EXTRA_ENV, SECKILL_CONFIRM_PARTITIONS=str(partitions))
+    if rabbit is not None:
+        extra["CELERY_BROKER_URL"] = rabbit.url
     if cluster is None:
-        harness.configure(db_name=DB_NAME, redis_db=REDIS_DB, queue=QUEUE, extra_env=EXTRA_ENV)
+        harness.configure(db_name=DB_NAME, redis_db=REDIS_DB, queue=QUEUE, extra_env=extra)
     else:
-        harness.configure(db_name=DB_NAME, redis_db=0, queue=QUEUE, extra_env=EXTRA_ENV,
+        harness.configure(db_name=DB_NAME, redis_db=0, queue=QUEUE, extra_env=extra,
                           redis_url=cluster.url, redis_prefix=CLUSTER_PREFIX)
 
 
@@ -104,10 +152,62 @@ clock = time.perf_counter
 
 @dataclass
 class Stack:
-    port: int
-    web: harness.Server
-    worker: harness.Server
+    port: int                      # where the load goes: the web tier, or HAProxy in front of the instances
+    webs: list[harness.Server]     # one web tier, or (--cluster) two instances behind HAProxy
+    workers: list[harness.Server]  # one worker, or (--cluster) two: one active confirm consumer, one standby
     beat: harness.Server
+    web_ports: list[int] = field(default_factory=list)
+    worker_names: list[str] = field(default_factory=list)  # their Celery node names, as their consumer tags begin
+    proxy: harness.Server | None = None
+    rabbit: faults.RabbitCluster | None = None
+
+    @property
+    def servers(self) -> list[harness.Server]:
+        return [*([self.proxy] if self.proxy else []), *self.webs, *self.workers, self.beat]
+
+    def wait_webs(self, timeout: float = 60) -> None:
+        """Every running web instance listening and (behind HAProxy) UP in the proxy's view."""
+        if self.proxy is None:
+            harness.wait_port(self.port)
+            return
+        running = [i for i, web in enumerate(self.webs) if web.alive]
+        for i in running:
+            harness.wait_port(self.web_ports[i])
+        deadline, seen = time.monotonic() + timeout, {}
+        while time.monotonic() < deadline:
+            seen = harness.proxy_servers(self.proxy)
+            if all(seen.get(f"web{i + 1}") == "UP" for i in running):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"HAProxy does not see web instances {[i + 1 for i in running]} UP: {seen}")
+
+    def start_workers(self, which: list[int] | None = None) -> None:
+        """Start the workers `which` (all by default) that are not running, and
+        wait until every worker's confirm consumers are up."""
+        for i in range(len(self.workers)) if which is None else which:
+            if not self.workers[i].alive:
+                self.workers[i].start()
+        self.wait_workers()
+
+    def wait_workers(self, timeout: float = 90) -> None:
+        """Until every partition has a live confirm consumer of every running
+        worker: their beats in Redis, and on the broker cluster a consumer whose
+        tag names the worker on every partition's queue (a restarted worker
+        beats under its old name at once)."""
+        alive = [name for name, w in zip(self.worker_names, self.workers) if w.alive]
+        harness.wait_consuming(consumers=max(1, len(alive)))
+        if self.rabbit is None:
+            return
+        from inventory import messages
+
+        queues = [messages.confirm_queue_name(k) for k in range(messages.partitions())]
+        deadline, have = time.monotonic() + timeout, {}
+        while time.monotonic() < deadline:
+            have = {q: {c["worker"] for c in self.rabbit.consumers(q, self.worker_names)} for q in queues}
+            if all(set(alive) <= have[q] for q in queues):
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"confirm consumers of {alive} not on every partition after {timeout:.0f} s: {have}")
 
 
 @dataclass
@@ -116,6 +216,15 @@ class Context:
     skus: list[str]   # the sale's SKUs; the first `aimed` of them on the node the Redis faults aim at
     aimed: int = 1
     cluster: faults.Cluster | None = None
+    run_index: int = 0
+    struck: list[float] = field(default_factory=list)  # time.time() when each fault landed (the confirm gap)
+    hosts: list[str] = field(default_factory=list)     # each host fault: what it hit (the node column)
+    done: list[str] = field(default_factory=list)      # the host faults landed so far
+    broker_down: bool = False                          # a RabbitMQ node not running (started at the end)
+    webs_down: list[int] = field(default_factory=list)     # web instances killed (started at the end)
+    workers_down: list[int] = field(default_factory=list)  # workers killed (started at the end)
+    targets: dict = field(default_factory=dict)        # the leader and active consumer looked up before the sale
+    later: list = field(default_factory=list)          # (index in hosts, what to write there) once the run is over
     slot: int = 0     # the slot of the first SKU's keys: its master is found by it, whoever serves it now
     inflight_at_loss: list[int] = field(default_factory=list)
     redis_loss: bool = False
@@ -125,6 +234,17 @@ class Context:
     @property
     def sku_id(self) -> str:
         return self.skus[0]
+
+    def mark(self) -> None:
+        """The fault lands now (the confirm gap is measured from here)."""
+        self.struck.append(time.time())
+
+    @property
+    def queue(self) -> str:
+        """The confirm queue of the aimed SKU's partition (the one the host faults aim at)."""
+        from inventory import messages
+
+        return messages.confirm_queue_name(messages.partition_of(self.sku_id))
 
 
 def _inflight(sku_ids: list[str]) -> int:
@@ -147,10 +267,14 @@ def _inflight(sku_ids: list[str]) -> int:
 # the sale starts and starts it after.
 
 def worker_kill(ctx: Context) -> None:
-    ctx.stack.worker.kill()
+    """SIGKILL of every worker at once (both on --cluster: no confirm consumer
+    at all for a moment), started again half a second later."""
+    ctx.mark()
+    ctx.done.append("worker-kill")
+    for worker in ctx.stack.workers:
+        worker.kill()
     time.sleep(0.5)
-    ctx.stack.worker.start()
-    harness.wait_consuming()
+    ctx.stack.start_workers()
 
 
 def rabbitmq_restart(ctx: Context) -> None:
@@ -194,12 +318,16 @@ def web_kill(ctx: Context) -> None:
     """SIGKILL every web worker process at once: requests between their reserve
     and their publish die with them (the server's main process starts new ones;
     connections wait on its socket meanwhile)."""
-    for pid in ctx.stack.web.children():
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    harness.wait_port(ctx.stack.port)
+    ctx.mark()
+    for web in ctx.stack.webs:  # on --cluster: of both instances (web-host-kill takes one whole)
+        if not web.alive:
+            continue
+        for pid in web.children():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    ctx.stack.wait_webs()
 
 
 def worker_down(ctx: Context) -> None:
@@ -255,6 +383,162 @@ def redis_failover(ctx: Context) -> None:
     ctx.nodes.append(f"{port}>{replica}")
 
 
+# The faults of several hosts (issue 21), on --cluster only: the RabbitMQ
+# cluster's nodes, one of the two web instances behind HAProxy, the worker
+# whose confirm consumer is active. Each is aimed at the confirm queue of the
+# sale's first SKU's partition; what it hit goes into the node column:
+#   mq5688>5687   node 5688 (that queue's leader) killed, 5687 leads it after
+#   mq5688~       node 5688 stopped cleanly and started again
+#   web2          web instance 2 killed (the other serves the rest of the sale)
+#   chaos1>chaos2 the worker of the active consumer killed, chaos2's consumer active after
+# A RabbitMQ node, web instance or worker left down is started again at the end
+# of the run (before a second RabbitMQ node fault of the same run, the killed
+# node is started again first: two nodes down of three is a lost majority).
+
+def _broker(ctx: Context) -> faults.RabbitCluster:
+    rabbit = ctx.stack.rabbit
+    assert rabbit is not None, "a RabbitMQ node fault needs --cluster"
+    if ctx.broker_down:
+        rabbit.up()
+        ctx.broker_down = False
+    return rabbit
+
+
+# What moves each target: the queue's leader and the active consumer's node
+# move with a RabbitMQ node fault, the active consumer also with a worker's.
+_MOVED_BY = {"leader": ("rabbitmq-",), "consumer_node": ("rabbitmq-", "worker-"), "active": ("rabbitmq-", "worker-")}
+
+
+def _looked_up(ctx: Context, what: str, find: Callable[[], object]):
+    """The target looked up before the sale (a rabbitmqctl call takes a second
+    or two here, and the sale about three), unless an earlier fault of the run
+    may have moved it: then looked up now."""
+    moved = any(host.startswith(_MOVED_BY[what]) for host in ctx.done)
+    if what in ctx.targets and not moved:
+        return ctx.targets[what]
+    return find()
+
+
+def _active(ctx: Context) -> dict | None:
+    """The active consumer of the aimed queue: {"worker", "node", ...}, None when none is."""
+    rabbit = ctx.stack.rabbit
+    return next((c for c in rabbit.consumers(ctx.queue, ctx.stack.worker_names) if c["active"]), None)
+
+
+def _consumer_node(ctx: Context) -> int:
+    """The node the aimed queue's active consumer is connected to (its leader when none is active)."""
+    active = _active(ctx)
+    return active["node"] if active and active["node"] else ctx.stack.rabbit.leader(ctx.queue)
+
+
+def rabbitmq_node_kill(ctx: Context) -> None:
+    """SIGKILL of the RabbitMQ node holding the leader of the sale's confirm
+    queue; another is elected. The node is started again at the end of the run."""
+    rabbit = _broker(ctx)
+    leader = _looked_up(ctx, "leader", lambda: rabbit.leader(ctx.queue))
+    ctx.mark()
+    rabbit.kill(leader)
+    ctx.broker_down = True
+    ctx.done.append("rabbitmq-node-kill")
+
+    def after() -> str:  # the leader once the run is over (not waited for here: the next fault lands meanwhile)
+        try:
+            now = rabbit.leader(ctx.queue)
+        except RuntimeError:
+            now = None
+        return f"mq{leader}>{now if now and now != leader else '?'}"
+
+    ctx.later.append((len(ctx.hosts), after))
+    ctx.hosts.append(f"mq{leader}>")
+
+
+def rabbitmq_node_restart(ctx: Context) -> None:
+    """A RabbitMQ node stopped cleanly (rabbitmqctl shutdown) and started again
+    at once: the node the sale's active confirm consumer is connected to."""
+    rabbit = _broker(ctx)
+    port = _looked_up(ctx, "consumer_node", lambda: _consumer_node(ctx))
+    ctx.mark()
+    rabbit.stop(port)
+    ctx.broker_down = True
+    ctx.done.append("rabbitmq-node-restart")
+    rabbit.up()
+    ctx.broker_down = False
+    ctx.hosts.append(f"mq{port}~")
+
+
+def web_host_kill(ctx: Context) -> None:
+    """SIGKILL of one of the two web instances behind HAProxy, its whole
+    process group (the instances in turn, by run); the other serves the rest of
+    the sale, the killed one is started again at the end of the run."""
+    stack = ctx.stack
+    assert stack.proxy is not None, "web-host-kill needs --cluster (two instances behind HAProxy)"
+    running = [i for i, web in enumerate(stack.webs) if web.alive]
+    i = running[ctx.run_index % len(running)]
+    ctx.mark()
+    stack.webs[i].kill()
+    ctx.webs_down.append(i)
+    ctx.done.append("web-host-kill")
+    ctx.hosts.append(f"web{i + 1}")
+
+
+def worker_active_kill(ctx: Context) -> None:
+    """SIGKILL of the worker whose confirm consumer is active on the sale's
+    queue (rabbitmqctl list_consumers: the tag names the worker); the standby's
+    consumer takes over. The killed worker is started again at the end of the run."""
+    stack = ctx.stack
+    active = _looked_up(ctx, "active", lambda: _active(ctx))
+    if active is None or active["worker"] not in stack.worker_names:
+        raise RuntimeError(f"no active consumer of a worker on {ctx.queue}: {active}")
+    i = stack.worker_names.index(active["worker"])
+    ctx.mark()
+    stack.workers[i].kill()
+    ctx.workers_down.append(i)
+    ctx.done.append("worker-active-kill")
+    short = [name.split("@")[0] for name in stack.worker_names]
+
+    def after() -> str:  # the active consumer once the run is over, before the killed worker is back
+        try:
+            now = _active(ctx)
+        except RuntimeError:
+            now = None
+        taken = now and now["worker"] in stack.worker_names and now["worker"] != active["worker"]
+        return f"{short[i]}>{short[stack.worker_names.index(now['worker'])] if taken else '?'}"
+
+    ctx.later.append((len(ctx.hosts), after))
+    ctx.hosts.append(f"{short[i]}>")
+
+
+def look_up_targets(ctx: Context, names: tuple[str, ...]) -> None:
+    """Before the sale: the aimed queue's leader and active consumer, for the
+    run's host faults (a rabbitmqctl call takes a second or two here)."""
+    if "rabbitmq-node-kill" in names:
+        ctx.targets["leader"] = ctx.stack.rabbit.leader(ctx.queue)
+    if "rabbitmq-node-restart" in names:
+        ctx.targets["consumer_node"] = _consumer_node(ctx)
+    if "worker-active-kill" in names:
+        ctx.targets["active"] = _active(ctx)
+
+
+def heal_hosts(ctx: Context) -> None:
+    """Every RabbitMQ node, web instance and worker a fault left down started
+    again (the broker first: the others connect to it), and waited for."""
+    stack = ctx.stack
+    for i, what in ctx.later:
+        ctx.hosts[i] = what()
+    ctx.later.clear()
+    if stack.rabbit is not None and (ctx.broker_down or len(stack.rabbit.running()) < len(stack.rabbit.ports)):
+        stack.rabbit.up()
+        ctx.broker_down = False
+    if any(not w.alive for w in stack.workers):
+        stack.start_workers()
+    ctx.workers_down.clear()
+    for web in stack.webs:
+        if not web.alive:
+            web.start()
+    ctx.webs_down.clear()
+    stack.wait_webs()
+
+
 def heal_after(ctx: Context, timeout: float = 90) -> str:
     """The end of a cluster run: the cluster whole (a killed node started again
     rejoins as a replica, every replica in sync) and every fence passed (the
@@ -265,6 +549,7 @@ def heal_after(ctx: Context, timeout: float = 90) -> str:
 
     cluster = ctx.cluster
     cluster.up()
+    heal_hosts(ctx)
     for i, node in enumerate(ctx.nodes):
         if node.endswith(">?"):  # a pause: the master that serves the slot now, the old one if none took over
             port, now = node[:-2], cluster.slot_master(ctx.slot)
@@ -294,16 +579,25 @@ FAULTS: dict[str, Callable[[Context], None]] = {
     "redis-master-kill": redis_master_kill,
     "redis-master-pause": redis_master_pause,
     "redis-failover": redis_failover,
+    "rabbitmq-node-kill": rabbitmq_node_kill,
+    "rabbitmq-node-restart": rabbitmq_node_restart,
+    "web-host-kill": web_host_kill,
+    "worker-active-kill": worker_active_kill,
 }
 # The one Redis's losses, which a cluster does not have (its nodes are lost one
 # at a time: the cluster faults); and those, which one Redis does not have.
 SINGLE_REDIS_FAULTS = ("redis-restart", "redis-flushall", "redis-rollback")
 CLUSTER_FAULTS = ("redis-master-kill", "redis-master-pause", "redis-failover")
+# The faults of several hosts (--cluster only, on its RabbitMQ cluster, two web
+# instances and two workers); the one broker's restart is left out there (the
+# cluster has no single broker: rabbitmq-node-restart takes its place).
+HOST_FAULTS = ("rabbitmq-node-kill", "rabbitmq-node-restart", "web-host-kill", "worker-active-kill")
+SINGLE_BROKER_FAULTS = ("rabbitmq-restart",)
 
 
 def fault_names(cluster: bool) -> list[str]:
     """The faults of the matrix on this kind of Redis, in the order the plan pairs them."""
-    skip = SINGLE_REDIS_FAULTS if cluster else CLUSTER_FAULTS
+    skip = SINGLE_REDIS_FAULTS + SINGLE_BROKER_FAULTS if cluster else CLUSTER_FAULTS + HOST_FAULTS
     return [name for name in FAULTS if name not in skip]
 
 
@@ -326,6 +620,7 @@ class Row:
     n503: int | None = None
     node: str = "-"
     paused: str = "-"
+    confirm_gap_s: float | None = None
     ok: bool = True
     note: str = ""
     redis_loss: bool = False
@@ -437,7 +732,9 @@ def measure_pause(row: Row, ctx: Context, results: list[loadgen.Result], jobs: l
         paused = {sku for sku, p in found.items() if p is not None and p >= PAUSED_S}
         row.paused = f"{len(paused)}/{len(ctx.skus)}"
         elsewhere = paused - set(ctx.skus[:ctx.aimed])
-        if elsewhere and "web-kill" not in row.faults:  # (a web kill pauses every SKU while it restarts)
+        # (a web kill pauses every SKU while it restarts, a RabbitMQ node lost every SKU's publishes)
+        if elsewhere and not set(row.faults) & {"web-kill", "web-host-kill", "rabbitmq-node-kill",
+                                                  "rabbitmq-node-restart"}:
             notes.append(f"paused on another master: {', '.join(sorted(elsewhere))} "
                          f"({', '.join(f'{found[s]:.1f}' for s in sorted(elsewhere))} s)")
     row.note = "; ".join(notes)
@@ -468,6 +765,26 @@ def sale_skus(cluster: faults.Cluster | None, stock: int, run_index: int) -> tup
     return [harness.new_sku(stock, limit=4, sku_id=s) for s in ordered], want[aimed]
 
 
+def confirm_gap(skus: list[str], moments: list[float]) -> float | None:
+    """Seconds from each fault to the first confirm of an order created after
+    it (an order MySQL has as confirmed: confirmed_at set), the longest of the
+    run's faults; None when no order was created after any of them."""
+    from datetime import datetime, timezone
+
+    from django.db.models import Min
+
+    from orders.models import Order
+
+    gaps = []
+    for moment in moments:
+        at = datetime.fromtimestamp(moment, tz=timezone.utc)
+        first = Order.objects.filter(sku_id__in=skus, created_at__gt=at, confirmed_at__isnull=False).aggregate(
+            t=Min("confirmed_at"))["t"]
+        if first is not None:
+            gaps.append((first - at).total_seconds())
+    return max(gaps) if gaps else None
+
+
 def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: int, demand: int,
              concurrency: int, cluster: faults.Cluster | None = None, run_index: int = 0) -> Row:
     from django.db import close_old_connections
@@ -479,7 +796,10 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     skus, aimed = sale_skus(cluster, stock, run_index)
     from inventory.redis.keys import sku_keys
 
-    ctx = Context(stack, skus, aimed=aimed, cluster=cluster, slot=key_slot(sku_keys(skus[0]).stock.encode()))
+    ctx = Context(stack, skus, aimed=aimed, cluster=cluster, slot=key_slot(sku_keys(skus[0]).stock.encode()),
+                  run_index=run_index)
+    if stack.rabbit is not None:
+        look_up_targets(ctx, names)
     seed = hash(row.name) & 0xFFFF
     jobs = clicks(tokens, demand, seed=seed, skus=skus)
     bodies = {sku: json.dumps({"sku_id": sku, "quantity": 1}).encode() for sku in skus}
@@ -491,12 +811,14 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
 
     down_all_sale = "worker-down" in names
     if down_all_sale:
-        stack.worker.stop()
+        for worker in stack.workers:
+            worker.stop()
     results: list = []
     load = threading.Thread(target=lambda: results.extend(loadgen.run(
         host=HOST, port=stack.port, concurrency=concurrency, make_request=make, total_requests=len(jobs),
         timeout_s=30)))
     load.start()
+    load_began, began = clock(), time.time()  # (the faults' moments are time.time(): the confirm gap)
     # the faults land one right after the other, from about a quarter into the sale
     from core.redis import RedisError
     from inventory.redis import gate, live as redis_live
@@ -511,20 +833,26 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
             pass
         time.sleep(0.02)
     for name in names:
-        progress(f"{row.name}: {name}")
+        progress(f"{row.name}: {name}, {clock() - load_began:.1f} s into the load")
+        struck, before = len(ctx.struck), time.time()
         FAULTS[name](ctx)
+        if len(ctx.struck) == struck:  # a fault that marks no moment of its own landed when it was called
+            ctx.struck.append(before)
         close_old_connections()
         if ctx.losses:
             progress(f"{row.name}: {name} over, {clock() - ctx.losses[0]:.1f} s after the loss")
     load.join()
+    load_over = time.time()
+    progress(f"{row.name}: load over after {clock() - load_began:.1f} s")
     if ctx.losses:
         progress(f"{row.name}: load over, {clock() - ctx.losses[0]:.1f} s after the loss")
     if down_all_sale:
-        stack.worker.start()
-        harness.wait_consuming()
+        stack.start_workers()
     if ctx.losses:
         measure_pause(row, ctx, results, jobs,
                       lambda wave_skus: second_wave(stack.port, tokens, jobs, make, seed + 1, wave_skus))
+    elif set(names) & set(HOST_FAULTS) and ctx.struck:  # no Redis loss: the 503s after the (first) host fault
+        row.n503 = sum(1 for r in results if r.status == 503 and r.finished > load_began + (ctx.struck[0] - began))
     last_fault = time.monotonic()
 
     # --- judge -------------------------------------------------------------------------
@@ -572,9 +900,12 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     # clients got no answer, a retry with the key gets the order. Not duplicates.)
     if ctx.inflight_at_loss:
         row.in_flight = "/".join(str(n) for n in ctx.inflight_at_loss)
+    # (a fault that landed once the load was over, after a slow one, has no clicks behind it:
+    # its "next order" would be the second wave's, whenever that came)
+    row.confirm_gap_s = confirm_gap(skus, [t for t in ctx.struck if t < load_over])
     left = heal_after(ctx) if cluster is not None else ""
-    if ctx.nodes:
-        row.node = ",".join(ctx.nodes)
+    if ctx.nodes or ctx.hosts:
+        row.node = ",".join(ctx.nodes + ctx.hosts)
     # Redis loss or not: nothing fails after its 202 and no key gets two orders.
     row.redis_loss = ctx.redis_loss
     # After a loss each SKU must sell again by itself (or answer sold out from its rebuilt snapshot).
@@ -587,6 +918,9 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     n500 = sum(1 for r in results if r.status == 500)
     if n500:  # no promise broken (no 202), but no answer the API documents either: see the web log
         row.note = "; ".join(filter(None, (row.note, f"{n500} answered 500")))
+    n502 = sum(1 for r in results if r.status in (502, 504))
+    if n502:  # HAProxy's answer to a request whose instance died under it (outcome unknown: retry with the key)
+        row.note = "; ".join(filter(None, (row.note, f"{n502} answered 502/504 by the proxy")))
     if left:  # the cluster not whole, or a fence standing: the next run would start on it
         row.ok, row.note = False, "; ".join(filter(None, (row.note, left)))
     return row
@@ -604,7 +938,17 @@ CLUSTER_LOSS_RUNS = (
     [(f,) for f in CLUSTER_FAULTS]
     + [(f, p) for p in ("worker-kill", "web-kill") for f in CLUSTER_FAULTS]
     + [("worker-down", "redis-master-kill"), ("worker-kill", "redis-master-kill")]
-    + [(f, "rabbitmq-restart") for f in CLUSTER_FAULTS]
+    + [(f, "rabbitmq-node-restart") for f in CLUSTER_FAULTS]
+)
+# The faults of several hosts: each alone, each with a Redis master kill (after
+# it; the node restart before it, since the restart takes the whole ~3.5 s load
+# and a kill after it would meet a sale already over), and three pairs of them
+# (the broker's faults last: the slower to land).
+HOST_RUNS = (
+    [(f,) for f in HOST_FAULTS]
+    + [(f, "redis-master-kill") if f != "rabbitmq-node-restart" else ("redis-master-kill", f) for f in HOST_FAULTS]
+    + [("worker-active-kill", "rabbitmq-node-kill"), ("web-host-kill", "rabbitmq-node-restart"),
+       ("rabbitmq-node-kill", "worker-active-kill")]
 )
 # The other faults the cluster's quick plan runs alone (as a control: the same
 # faults as on one Redis, now with the gate sharded). MariaDB's restart and
@@ -615,9 +959,11 @@ CLUSTER_QUICK_ALONE = ("worker-kill", "web-kill")
 def plan(only: list[str] | None, quick: bool, cluster: bool = False) -> list[tuple[str, ...]]:
     names = only or fault_names(cluster)
     singles = [(n,) for n in names]
-    pairs = [p for p in itertools.permutations(names, 2) if "worker-down" not in p or p[0] == "worker-down"]
+    # worker-down first or not at all, and never with worker-active-kill (no worker is active then)
+    pairs = [p for p in itertools.permutations(names, 2)
+             if "worker-down" not in p or (p[0] == "worker-down" and "worker-active-kill" not in p)]
     if cluster:
-        losses = [run for run in CLUSTER_LOSS_RUNS if set(run) <= set(names)]
+        losses = [run for run in CLUSTER_LOSS_RUNS + HOST_RUNS if set(run) <= set(names)]
         if quick:
             return list(dict.fromkeys([s for s in singles if s[0] in CLUSTER_QUICK_ALONE] + losses))
         return list(dict.fromkeys(singles + losses + pairs))
@@ -628,16 +974,37 @@ def plan(only: list[str] | None, quick: bool, cluster: bool = False) -> list[tup
 
 
 COLUMNS = ("attempted", "accepted", "confirmed", "failed202", "lost", "duplicated", "oversold", "drift",
-           "in_flight", "drain_s", "pause_s", "n503")
+           "in_flight", "drain_s", "pause_s", "n503", "confirm_gap_s")
 CLUSTER_COLUMNS = COLUMNS + ("node", "paused")
 
 
+def width(column: str) -> int:
+    return max(10, len(column))
+
+
 def cell(row: Row, column: str) -> str:
-    """One table cell, ten wide: seconds to one decimal, "-" for nothing."""
-    value = getattr(row, column)
+    """One table cell, ten wide (or its header's width): seconds to one decimal, "-" for nothing."""
+    value, w = getattr(row, column), width(column)
     if value is None:
-        return f"{'-':>10}"
-    return f"{value:>10.1f}" if isinstance(value, float) else f"{str(value):>10}"
+        return f"{'-':>{w}}"
+    return f"{value:>{w}.1f}" if isinstance(value, float) else f"{str(value):>{w}}"
+
+
+def gaps_by_fault(rows: list[Row]) -> list[str]:
+    """Per host fault: the confirm gap (median, max) of the runs it was in, and what each hit."""
+    out = []
+    for name in HOST_FAULTS:
+        mine = [r for r in rows if name in r.faults]
+        if not mine:
+            continue
+        gaps = [r.confirm_gap_s for r in mine if r.confirm_gap_s is not None]
+        figures = (f"median {statistics.median(gaps):.1f} s, max {max(gaps):.1f} s" if gaps
+                   else "no confirm measured")
+        alone = [r.confirm_gap_s for r in mine if r.faults == (name,) and r.confirm_gap_s is not None]
+        if alone:
+            figures += f" (alone {', '.join(f'{g:.1f}' for g in alone)} s)"
+        out.append(f"{name}: {len(mine)} runs, confirm gap {figures}; hit {' '.join(r.node for r in mine)}")
+    return out
 
 
 def pauses_by_fault(rows: list[Row]) -> list[str]:
@@ -659,6 +1026,34 @@ def pauses_by_fault(rows: list[Row]) -> list[str]:
     return out
 
 
+# --cluster's RabbitMQ cluster: its own three nodes (scripts/cluster.sh), apart
+# from bash scripts/cluster's (5681) and the test leg's (5684).
+RABBITMQ_BASE = 5687
+CLUSTER_WORKERS = 2
+
+
+def start_stack(port: int, server: str, rabbit: faults.RabbitCluster | None) -> Stack:
+    """One web tier (2 processes) on `port`, one worker and beat; with a
+    RabbitMQ cluster (--cluster), as scripts/up --cluster runs them: two web
+    instances (a process each, the same 2 in all) behind HAProxy on `port`,
+    two workers (each partition: one active confirm consumer, one standby) and beat once."""
+    if rabbit is None:
+        return Stack(port, [harness.start_web(port, 2, log="chaos-web.log", server=server)],
+                     [harness.start_worker(log="chaos-worker.log")], harness.start_beat(log="chaos-beat.log"))
+    web_ports = [port + 1 + i for i in range(2)]
+    webs = [harness.start_web(p, 1, extra={"SECKILL_TRUSTED_PROXIES": harness.PROXY_SOURCE},
+                              log=f"chaos-web-{i}.log", server=server) for i, p in enumerate(web_ports, 1)]
+    proxy = harness.start_proxy(port, web_ports, log="chaos-haproxy.log")
+    names = [f"chaos{i}" for i in range(1, CLUSTER_WORKERS + 1)]
+    workers = [harness.start_worker(log=f"chaos-worker-{i}.log", name=f"{n}@%h", wait=False)
+               for i, n in enumerate(names, 1)]
+    host = socket.gethostname()  # Celery's %h
+    stack = Stack(port, webs, workers, harness.start_beat(log="chaos-beat.log"), web_ports=web_ports,
+                  worker_names=[f"{n}@{host}" for n in names], proxy=proxy, rabbit=rabbit)
+    stack.wait_workers()
+    return stack
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="every fault alone, six pairs and the Redis-loss runs "
@@ -669,6 +1064,11 @@ def main() -> int:
                     help="on the local Redis Cluster (bash scripts/cluster), with its node faults")
     ap.add_argument("--cluster-base", type=int, default=None,
                     help="the cluster's first port (default SECKILL_REDIS_CLUSTER_BASE, else 7000)")
+    ap.add_argument("--rabbitmq-base", type=int, default=None,
+                    help="with --cluster: the RabbitMQ cluster's first port (default SECKILL_RABBITMQ_CLUSTER_BASE, "
+                         f"else {RABBITMQ_BASE}; scripts/cluster.sh's nodes, started when not running)")
+    ap.add_argument("--partitions", type=int, default=1,
+                    help="SECKILL_CONFIRM_PARTITIONS of every process (default 1)")
     ap.add_argument("--stock", type=int, default=None, help="units per SKU (300; 100 on a cluster, of four SKUs)")
     ap.add_argument("--demand", type=int, default=1200, help="clicks per run (plus one in ten retried)")
     ap.add_argument("--buyers", type=int, default=600)
@@ -688,30 +1088,37 @@ def main() -> int:
         raise SystemExit(f"unknown fault(s){' on a cluster' if args.cluster else ''}: "
                          f"{', '.join(sorted(unknown))}; see --list")
     runs = plan(only, args.quick, args.cluster)
-    cluster = None
+    cluster = rabbit = None
     if args.cluster:
         base = args.cluster_base or int(os.environ.get("SECKILL_REDIS_CLUSTER_BASE") or 7000)
         cluster = faults.Cluster(base)
+        rabbit = faults.RabbitCluster(args.rabbitmq_base or int(os.environ.get("SECKILL_RABBITMQ_CLUSTER_BASE")
+                                                                or RABBITMQ_BASE))
+    partitions = max(1, args.partitions)
     stock = args.stock or (100 if cluster else 300)
-    configure(cluster)
+    configure(cluster, rabbit, partitions)
 
     where = (f"Redis Cluster {faults.CLUSTER_HOST}:{cluster.ports[0]}-{cluster.ports[-1]}, prefix {CLUSTER_PREFIX}"
              if cluster else f"Redis db {REDIS_DB}")
-    say(f"setting up a fresh database {DB_NAME}, {where} and queue {QUEUE} ...")
+    broker = (f"RabbitMQ cluster {faults.CLUSTER_HOST}:{rabbit.ports[0]}-{rabbit.ports[-1]}" if rabbit
+              else f"RabbitMQ {faults.RABBITMQ_PORT}")
+    say(f"setting up a fresh database {DB_NAME}, {where}, {broker} and queue {QUEUE} ({partitions} confirm "
+        f"partition{'s' if partitions > 1 else ''}) ...")
     faults.ensure_up()
     if cluster:
         cluster.up()
+        rabbit.up()
     harness.fresh_stores()
     tokens = harness.make_buyers(args.buyers)
     port = 19000 + random.randint(0, 999)
-    stack = Stack(port, harness.start_web(port, 2, log="chaos-web.log", server=args.server),
-                  harness.start_worker(log="chaos-worker.log"), harness.start_beat(log="chaos-beat.log"))
+    stack = start_stack(port, args.server, rabbit)
     rows: list[Row] = []
     columns = CLUSTER_COLUMNS if cluster else COLUMNS
     skus = "four SKUs (two on the master aimed at), " if cluster else ""
+    tier = ("two web instances behind HAProxy, two workers" if cluster else "one web tier, one worker")
     say(f"{len(runs)} runs: {skus}stock {stock}{' each' if cluster else ''}, {args.demand} clicks each "
-        f"(+10 % retried), {args.concurrency} connections, web server {args.server}\n")
-    say(f"{'run':<36} " + " ".join(f"{c:>10}" for c in columns) + "  verdict")
+        f"(+10 % retried), {args.concurrency} connections, web server {args.server}, {tier}\n")
+    say(f"{'run':<36} " + " ".join(f"{c:>{width(c)}}" for c in columns) + "  verdict")
     try:
         for i, names in enumerate(runs, 1):
             progress(f"run {i}/{len(runs)}: {' + '.join(names)}")
@@ -723,18 +1130,22 @@ def main() -> int:
                 faults.ensure_up()
                 if cluster:
                     cluster.up()  # a killed node started again, a paused one resumed
-                for server in (stack.web, stack.worker, stack.beat):
+                    rabbit.up()
+                for server in stack.servers:
                     if not server.alive:
                         server.start()
+                stack.wait_webs()
+                stack.wait_workers()
             rows.append(row)
             say(f"{row.name:<36} " + " ".join(cell(row, c) for c in columns)
                 + f"  {'ok' if row.ok else 'FAIL'} {row.note}")
     finally:
-        for server in (stack.web, stack.worker, stack.beat):
+        for server in stack.servers:
             server.stop()
         faults.ensure_up()
         if cluster:
             cluster.up()
+            rabbit.up()
 
     total = {k: sum(getattr(r, k) for r in rows) for k in ("attempted", "accepted", "lost", "oversold", "failed202")}
     failed_clean = sum(r.failed202 for r in rows if not r.redis_loss)
@@ -743,17 +1154,21 @@ def main() -> int:
     drift = sum(abs(r.drift or 0) for r in rows)
     pauses = [r.pause_s for r in rows if r.pause_s is not None]
     pause_max, pause_median = (f"{max(pauses):.1f}", f"{statistics.median(pauses):.1f}") if pauses else ("-", "-")
+    gaps = [r.confirm_gap_s for r in rows if r.confirm_gap_s is not None]
+    gap_max, gap_median = (f"{max(gaps):.1f}", f"{statistics.median(gaps):.1f}") if gaps else ("-", "-")
     ok = all(r.ok for r in rows)
     if cluster:
         say("")
-        for line in pauses_by_fault(rows):
+        for line in pauses_by_fault(rows) + gaps_by_fault(rows):
             say(line)
     redis_kind = f" redis=cluster:{cluster.ports[0]}" if cluster else ""
+    broker_kind = f"cluster:{rabbit.ports[0]}" if rabbit else f"single:{faults.RABBITMQ_PORT}"
     say(f"\nruns={len(rows)} attempted={total['attempted']} accepted={total['accepted']} "
         f"failed_after_202={total['failed202']} failed_after_202_without_redis_loss={failed_clean} "
         f"duplicated_after_redis_loss={dup_loss} drift={drift} lost={total['lost']} oversold={total['oversold']} "
         f"duplicated={dup_clean} pause_s_max={pause_max} pause_s_median={pause_median}{redis_kind} "
-        f"verdict={'ok' if ok else 'FAIL'}")
+        f"confirm_gap_s_max={gap_max} confirm_gap_s_median={gap_median} broker={broker_kind} "
+        f"partitions={partitions} verdict={'ok' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 

@@ -215,14 +215,17 @@ class Cluster:
         return pid if re.match(rf"redis-server \S*:{port}\b", title) else None
 
     def up(self) -> None:
-        """`bash scripts/cluster up`: every node running (a killed one restarted
+        """The Redis half of `bash scripts/cluster up` (redis_cluster_up): every node running (a killed one restarted
         from its files rejoins as a replica, a paused one is resumed), every
         slot served by a writable master, every replica in sync."""
-        script = ROOT / "scripts" / "cluster"
-        done = subprocess.run(["bash", str(script), "up"], capture_output=True, text=True, timeout=180,
-                              env=dict(os.environ, SECKILL_REDIS_CLUSTER_BASE=str(self.base)))
+        # redis_cluster_up alone: `bash scripts/cluster up` also brings up a
+        # RabbitMQ cluster (issue 21), on SECKILL_RABBITMQ_CLUSTER_BASE or 5681,
+        # whichever the caller's environment says: not this class's business.
+        script = (f'source "{ROOT}/scripts/lib.sh"; source "{ROOT}/scripts/cluster.sh"; '
+                  f"redis_cluster_use {self.base}; redis_cluster_up")
+        done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=180)
         if done.returncode != 0:
-            raise RuntimeError(f"scripts/cluster up (base {self.base}) failed: {done.stderr.strip()[-800:]}")
+            raise RuntimeError(f"redis_cluster_up (base {self.base}) failed: {done.stderr.strip()[-800:]}")
 
     def _node(self, port: int) -> redis.Redis:
         return redis.Redis(host=CLUSTER_HOST, port=port, socket_timeout=1.0, socket_connect_timeout=0.5)
@@ -317,3 +320,129 @@ class Cluster:
         replica is a master."""
         self._ask(replica, "CLUSTER", "FAILOVER")
         _wait(lambda: self._node_info(replica).get("role") == "master", timeout, f"{replica} to take over")
+
+
+# --- RabbitMQ cluster ------------------------------------------------------------------------
+# The three nodes of a local RabbitMQ cluster that scripts/cluster.sh runs
+# (rabbitmq_cluster_use BASE: nodes BASE..BASE+2, named seckill-<port>@localhost,
+# their files under var/cluster/rabbitmq-BASE/). Every question and every start
+# goes through the script's own functions, so the fault matrix handles its nodes
+# exactly as `bash scripts/cluster up` does; only these nodes are touched.
+
+RABBITMQ_CLUSTER_NODES = 3
+_NODE_PORT = re.compile(r"seckill-(\d+)@")
+
+
+class RabbitCluster:
+    def __init__(self, base: int = 5687):
+        self.base = base
+        self.ports = [base + i for i in range(RABBITMQ_CLUSTER_NODES)]
+
+    def _sh(self, body: str, timeout: float = 240) -> subprocess.CompletedProcess:
+        """`body` in bash with scripts/cluster.sh loaded on this cluster's base."""
+        script = (f'source "{ROOT}/scripts/lib.sh"; source "{ROOT}/scripts/cluster.sh"; '
+                  f"rabbitmq_cluster_use {self.base}; {body}")
+        return subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=timeout)
+
+    def up(self) -> None:
+        """rabbitmq_cluster_up: every node running and clustered (a killed or
+        stopped node started again rejoins), every quorum queue grown to a
+        replica on every node."""
+        done = self._sh("rabbitmq_cluster_up")
+        if done.returncode != 0:
+            raise RuntimeError(f"rabbitmq_cluster_up (base {self.base}) failed: {done.stderr.strip()[-800:]}")
+
+    @property
+    def url(self) -> str:
+        """CELERY_BROKER_URL of the cluster: every node's URL joined by ';'."""
+        done = self._sh("rabbitmq_cluster_url", timeout=30)
+        if done.returncode != 0 or not done.stdout.strip():
+            raise RuntimeError(f"rabbitmq_cluster_url (base {self.base}) failed: {done.stderr.strip()[-400:]}")
+        return done.stdout.strip()
+
+    def pid(self, port: int) -> int | None:
+        """The pid of our node on `port`, None when it is not running."""
+        done = self._sh(f"rabbitmq_node_pid {port}", timeout=30)
+        return int(done.stdout) if done.returncode == 0 and done.stdout.strip().isdigit() else None
+
+    def running(self) -> list[int]:
+        return [port for port in self.ports if self.pid(port) is not None]
+
+    def ctl(self, port: int, tool: str, *args: str, timeout: float = 90) -> str:
+        """A CLI tool (rabbitmqctl, rabbitmq-queues ...) against the node on `port`."""
+        quoted = " ".join(f"'{a}'" for a in (tool, *args))
+        done = self._sh(f"rabbitmq_ctl {port} {quoted}", timeout=timeout)
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()[-400:]
+            raise RuntimeError(f"{tool} {' '.join(args)} on {port} failed: {said}")
+        return done.stdout
+
+    def _ask(self, *args: str) -> list[dict]:
+        """A rabbitmqctl listing (JSON) from the first running node that answers."""
+        import json
+
+        errors = []
+        for port in self.running():
+            try:
+                return json.loads(self.ctl(port, "rabbitmqctl", *args, "--formatter", "json") or "[]")
+            except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+                errors.append(str(exc))
+        raise RuntimeError(f"no RabbitMQ node of {self.base} answered {args[0]}: {'; '.join(errors)[-400:]}")
+
+    @staticmethod
+    def node_port(name: str) -> int | None:
+        """The port of a node named seckill-<port>@localhost (or a pid/name that holds it)."""
+        m = _NODE_PORT.search(name or "")
+        return int(m.group(1)) if m else None
+
+    def leader(self, queue: str) -> int:
+        """The port of the node holding `queue`'s leader (a quorum queue), as a live node sees it."""
+        for q in self._ask("list_queues", "-p", "/", "name", "leader"):
+            if q.get("name") == queue:
+                port = self.node_port(str(q.get("leader")))
+                if port in self.ports:
+                    return port
+                raise RuntimeError(f"queue {queue} has no leader on a node of {self.base}: {q}")
+        raise RuntimeError(f"no queue {queue} on the cluster {self.base}")
+
+    def consumers(self, queue: str, workers: list[str] = ()) -> list[dict]:
+        """[{"tag": consumer tag, "active": bool, "node": port of its connection,
+        "worker": the one of `workers` (Celery node names) the tag begins with,
+        else None}] of `queue`. (The confirm consumer's tag is the worker's name,
+        its partition's mark, "/", then kombu's own part.)"""
+        out = []
+        for c in self._ask("list_consumers", "-p", "/", "queue_name", "channel_pid", "consumer_tag", "active"):
+            if c.get("queue_name") != queue:
+                continue
+            tag = str(c.get("consumer_tag"))
+            owner = tag.split("/", 1)[0]
+            worker = next((w for w in workers if owner == w or owner.startswith(w + "#")), None)
+            out.append({"tag": tag, "active": c.get("active") in (True, "true"), "worker": worker,
+                        "node": self.node_port(str(c.get("channel_pid")))})
+        return out
+
+    def kill(self, port: int) -> None:
+        """SIGKILL of the node: its connections drop, its replicas go with it."""
+        pid = self.pid(port)
+        if pid is None:
+            raise RuntimeError(f"no RabbitMQ node running on {port}")
+        os.kill(pid, signal.SIGKILL)
+        _wait(lambda: not _alive(pid), 15, f"RabbitMQ node {port} to die")
+
+    def stop(self, port: int) -> None:
+        """A clean stop of the whole node (rabbitmqctl shutdown: it hands its
+        queue leaders over, closes its connections, waits until the node exited)."""
+        pid = self.pid(port)
+        if pid is None:
+            raise RuntimeError(f"no RabbitMQ node running on {port}")
+        self.ctl(port, "rabbitmqctl", "shutdown", timeout=120)
+        _wait(lambda: not _alive(pid), 60, f"RabbitMQ node {port} to stop")
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is no zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False

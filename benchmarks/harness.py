@@ -373,19 +373,78 @@ def start_web(port: int, workers: int, extra: dict[str, str] | None = None, log:
 
 
 def start_worker(log: str = "bench-worker.log", extra: dict[str, str] | None = None,
-                 wait: bool = True, partitions: int | None = None) -> Server:
+                 wait: bool = True, partitions: int | None = None, name: str | None = None) -> Server:
     """A worker; `partitions` sets its SECKILL_CONFIRM_PARTITIONS (a consumer
     thread per partition; the web tier must publish to as many, so a run sets
-    it in the environment for both)."""
+    it in the environment for both). `name` is its Celery node name ("w1@%h"),
+    which its confirm consumers' tags carry: two workers need two names."""
     env = dict(os.environ, **(extra or {}))
     if partitions is not None:
         env["SECKILL_CONFIRM_PARTITIONS"] = str(partitions)
     worker = Server([str(BIN / "celery"), "-A", "seckill_site", "worker", "-l", "warning", "--concurrency", "4",
-                     "--without-mingle", "--without-gossip", "-Q", os.environ["SECKILL_QUEUE"]],
+                     "--without-mingle", "--without-gossip", *(["-n", name] if name else []),
+                     "-Q", os.environ["SECKILL_QUEUE"]],
                     env, log, group="worker")
     if wait:
         wait_consuming()
     return worker
+
+
+# HAProxy in front of several web instances (issue 21), with the config
+# scripts/up --cluster runs: scripts/haproxy-config fills deploy/haproxy.cfg.in.
+# It connects to the instances from PROXY_SOURCE, which they trust for
+# X-Forwarded-For (SECKILL_TRUSTED_PROXIES).
+PROXY_SOURCE = "127.0.0.2"
+
+
+def start_proxy(port: int, web_ports: list[int], log: str = "bench-haproxy.log") -> Server:
+    """HAProxy on `port` in front of the web instances on `web_ports`, with a
+    runtime API socket (`.socket`, read by proxy_servers); returns once every
+    instance is UP."""
+    (ROOT / "var").mkdir(exist_ok=True)
+    config, sock = ROOT / "var" / f"{log}.cfg", ROOT / "var" / f"{log}.sock"
+    env = dict(os.environ, SECKILL_PROXY_LISTEN=f"{HOST}:{port}", SECKILL_PROXY_SOURCE=PROXY_SOURCE,
+               SECKILL_PROXY_WEBS=" ".join(f"{HOST}:{p}" for p in web_ports), SECKILL_PROXY_STATS_SOCKET=str(sock))
+    subprocess.run(["sh", str(ROOT / "scripts" / "haproxy-config"), str(ROOT / "deploy" / "haproxy.cfg.in"),
+                    str(config)], env=env, check=True)
+    subprocess.run(["haproxy", "-q", "-c", "-f", str(config)], check=True)
+    proxy = Server(["haproxy", "-W", "-db", "-f", str(config)], dict(os.environ), log, group="proxy")
+    proxy.socket = sock
+    wait_proxy(proxy, len(web_ports))
+    return proxy
+
+
+def proxy_servers(proxy: Server) -> dict[str, str]:
+    """HAProxy's view of its web instances: {"web1": "UP", "web2": "DOWN", ...}
+    (empty while its runtime API is not up)."""
+    import csv
+
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(2)
+            s.connect(str(proxy.socket))
+            s.sendall(b"show stat\n")
+            raw = b""
+            while chunk := s.recv(65536):
+                raw += chunk
+    except OSError:
+        return {}
+    rows = list(csv.DictReader(raw.decode().lstrip("# ").splitlines()))
+    return {r["svname"]: r["status"] for r in rows
+            if r.get("pxname") == "web" and r["svname"] not in ("BACKEND", "FRONTEND")}
+
+
+def wait_proxy(proxy: Server, instances: int, timeout: float = 60) -> None:
+    """Until HAProxy has `instances` web instances, every one UP."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proxy.alive:
+            raise SystemExit(f"HAProxy exited; see var/{proxy.log_name}")
+        seen = proxy_servers(proxy)
+        if len(seen) == instances and set(seen.values()) == {"UP"}:
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"HAProxy does not see every web instance UP: {proxy_servers(proxy)}")
 
 
 def start_beat(log: str = "bench-beat.log") -> Server:
@@ -395,8 +454,8 @@ def start_beat(log: str = "bench-beat.log") -> Server:
                   dict(os.environ), log, group="worker")
 
 
-def wait_consuming(timeout: float = 60) -> None:
-    """Until a confirm consumer of every partition reports itself alive."""
+def wait_consuming(timeout: float = 60, consumers: int = 1) -> None:
+    """Until `consumers` confirm consumers of every partition report themselves alive."""
     from django.conf import settings
 
     from inventory.redis import liveness
@@ -404,7 +463,7 @@ def wait_consuming(timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         seen = liveness.partitions_consumed(within_s=3)
-        if all(seen.get(k) for k in range(settings.SECKILL_CONFIRM_PARTITIONS)):
+        if all(seen.get(k, 0) >= consumers for k in range(settings.SECKILL_CONFIRM_PARTITIONS)):
             return
         time.sleep(0.1)
     raise SystemExit("no confirm consumer came up; see var/*worker*.log")

@@ -1,0 +1,51 @@
+"""The fault matrix's plan and its reading of the RabbitMQ cluster (no servers:
+benchmarks/chaos.py runs the faults themselves, `bash scripts/chaos`)."""
+from benchmarks import chaos, faults
+
+
+def test_cluster_quick_plan_has_every_host_fault_alone_with_a_master_kill_and_paired():
+    runs = chaos.plan(None, quick=True, cluster=True)
+    assert len(runs) == len(set(runs))
+    for name in chaos.HOST_FAULTS:
+        assert (name,) in runs
+        assert (name, "redis-master-kill") in runs or ("redis-master-kill", name) in runs
+    crossed = [r for r in runs if len(r) == 2 and set(r) <= set(chaos.HOST_FAULTS)]
+    assert len(crossed) >= 3
+    # the single broker's restart does not apply to a cluster: its node restart takes its runs
+    assert not any("rabbitmq-restart" in r for r in runs)
+    assert ("redis-master-kill", "rabbitmq-node-restart") in runs
+
+
+def test_single_plans_have_no_host_or_cluster_faults():
+    for quick in (True, False):
+        names = {n for run in chaos.plan(None, quick=quick) for n in run}
+        assert not names & set(chaos.HOST_FAULTS + chaos.CLUSTER_FAULTS)
+        assert "rabbitmq-restart" in names
+
+
+def test_only_host_faults_gives_them_alone_and_crossed():
+    runs = chaos.plan(list(chaos.HOST_FAULTS), quick=True, cluster=True)
+    assert {r for r in runs if len(r) == 1} == {(n,) for n in chaos.HOST_FAULTS}
+    assert all(set(r) <= set(chaos.HOST_FAULTS) for r in runs)
+
+
+def test_full_cluster_plan_never_pairs_worker_down_with_the_active_worker_kill():
+    runs = chaos.plan(None, quick=False, cluster=True)
+    assert not [r for r in runs if "worker-down" in r and "worker-active-kill" in r]
+    assert all(r[0] == "worker-down" for r in runs if "worker-down" in r)
+
+
+def test_consumers_name_their_worker_and_node(monkeypatch):
+    rabbit = faults.RabbitCluster(5687)
+    listing = [
+        {"queue_name": "q.confirm", "channel_pid": "<seckill-5688@localhost.1700000000.123.0>",
+         "consumer_tag": "w1@vm/None1", "active": True},
+        {"queue_name": "q.confirm", "channel_pid": "<seckill-5689@localhost.1700000000.77.0>",
+         "consumer_tag": "w10@vm#1/None2", "active": False},
+        {"queue_name": "q", "channel_pid": "<seckill-5687@localhost.1.2.0>", "consumer_tag": "None3", "active": True},
+    ]
+    monkeypatch.setattr(rabbit, "_ask", lambda *args: listing)
+    got = rabbit.consumers("q.confirm", ["w1@vm", "w10@vm"])
+    assert got == [{"tag": "w1@vm/None1", "active": True, "worker": "w1@vm", "node": 5688},
+                   {"tag": "w10@vm#1/None2", "active": False, "worker": "w10@vm", "node": 5689}]
+    assert rabbit.consumers("q", ["w1@vm"])[0]["worker"] is None
