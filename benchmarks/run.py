@@ -72,7 +72,11 @@ hash tag {<sku id>}), its requests to them in turn: the selling phase sells
 three SKUs, the sold-out phase clicks three sold-out ones, the whole sale and
 the backlog split their stock over them. The summary adds redis_nodes= (the
 masters) and hot_node_share= (the largest share of the reserve calls one master
-served). Those are counted from their results: each 202 of the gate's sales
+served). `bash scripts/bench --cluster` also runs on the local RabbitMQ cluster
+(5681-5683, or SECKILL_RABBITMQ_CLUSTER_BASE; started when it is not up):
+CELERY_BROKER_URL names its three nodes, and the RabbitMQ CPU counted is all
+three's, replication included. Every summary ends with broker_nodes= (the
+nodes CELERY_BROKER_URL names). Those are counted from their results: each 202 of the gate's sales
 names its SKU, whose slot names its master. INFO commandstats counts every
 EVALSHA (the token's authorize and key claim as well), of every client of the
 node: printed beside, it cannot tell the reserves apart.
@@ -981,6 +985,8 @@ def main() -> int:
         for server in (web, floor, gfloor, worker, beat):
             server.stop()
 
+    from core.broker import broker_urls
+
     for ch in checks:
         say("    " + " ".join(f"{k}={v}" for k, v in ch.items()))
     oversold = sum(ch["oversold"] for ch in checks)
@@ -1024,6 +1030,7 @@ def main() -> int:
         + " ".join(f"{k}={summary[k]:.3f}" for k in COMPONENT_KEYS)
         + (f" redis_nodes={len(masters)} hot_node_share={summary.get('hot_node_share', 0):.2f}"
            if CLUSTER_URL else "")
+        + f" broker_nodes={len(broker_urls())}"
     )
     return 0 if ok else 1
 
