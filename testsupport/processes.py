@@ -297,19 +297,7 @@ def start_proxy(*webs: Proc, name: str = "haproxy", port: int | None = None) -> 
 
 def proxy_servers(proxy: Proc) -> dict[str, str]:
     """HAProxy's view of its web instances: {"web1": "UP", "web2": "DOWN", ...}
-    (empty while its runtime API is not up yet)."""
-    import csv
+    (empty while its runtime API is not up yet); the benchmark's reading."""
+    from benchmarks.harness import proxy_servers as read
 
-    try:
-        with socket.socket(socket.AF_UNIX) as s:
-            s.settimeout(2)
-            s.connect(str(proxy.socket))
-            s.sendall(b"show stat\n")
-            raw = b""
-            while chunk := s.recv(65536):
-                raw += chunk
-    except OSError:
-        return {}
-    rows = list(csv.DictReader(raw.decode().lstrip("# ").splitlines()))
-    return {r["svname"]: r["status"] for r in rows
-            if r.get("pxname") == "web" and r["svname"] not in ("BACKEND", "FRONTEND")}
+    return read(proxy)
