@@ -55,3 +55,63 @@ def test_the_workers_task_consumer_sets_up_no_delayed_delivery():
     steps = consumer.Blueprint.default_steps
     assert not [s for s in steps if "delayed_delivery" in s]
     assert "celery.worker.consumer.tasks:Tasks" in steps  # the rest of Celery's consumer stays
+
+
+def test_a_refused_celery_publish_drops_the_pooled_channels_so_the_next_one_is_taken():
+    """A channel refused once may be refused for good (a quorum queue's leader
+    lost, RabbitMQ 3.10): after a refusal Celery's publishes use new ones."""
+    import time
+    import uuid
+
+    import pytest
+    from amqp.exceptions import MessageNacked
+    from django.conf import settings
+    from kombu.exceptions import OperationalError
+
+    from seckill_site.celery import app
+    from testsupport import wait_until
+    from testsupport.stores import rabbitmqctl
+
+    name = f"refuse-{uuid.uuid4().hex[:8]}"
+    pattern = "^" + settings.CELERY_QUEUE.replace(".", r"\.") + "$"
+
+    def policy(limit: int) -> None:
+        rabbitmqctl("set_policy", "--apply-to", "queues", "--priority", "99", name, pattern,
+                    f'{{"max-length": {limit}, "overflow": "reject-publish"}}')
+
+    def send():
+        try:
+            return app.send_task("seckill.test.nothing", queue=settings.CELERY_QUEUE, retry=False)
+        except OperationalError as exc:  # kombu's wrapping of the refusal
+            if isinstance(exc.__cause__, MessageNacked):
+                raise exc.__cause__ from None
+            raise
+
+    send()  # the queue exists
+    policy(0)
+    try:
+        def refused() -> bool:
+            try:
+                send()
+                return False
+            except MessageNacked:
+                return True
+
+        wait_until(refused, timeout=30, what="the task queue refusing publishes")
+        pool = app.pool
+        with pytest.raises(MessageNacked):
+            send()
+        assert app.pool is not pool  # the pooled connections were dropped
+        policy(1_000_000_000)  # cleared, a limit stays with a quorum queue on 3.10: one it never reaches
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                send()
+                break
+            except MessageNacked:
+                assert time.monotonic() < deadline, "still refused"
+                time.sleep(0.2)
+    finally:
+        policy(1_000_000_000)
+        rabbitmqctl("clear_policy", name)
+        rabbitmqctl("purge_queue", settings.CELERY_QUEUE)
