@@ -990,20 +990,25 @@ def cell(row: Row, column: str) -> str:
     return f"{value:>{w}.1f}" if isinstance(value, float) else f"{str(value):>{w}}"
 
 
+def _figure_of(rows: list[Row], name: str, value: Callable[[Row], float | None], what: str) -> str:
+    """A fault's figure over the runs it was in: median and max, and alone."""
+    figures = [value(r) for r in rows if value(r) is not None]
+    text = (f"median {statistics.median(figures):.1f} s, max {max(figures):.1f} s" if figures
+            else f"no {what} measured")
+    alone = [value(r) for r in rows if r.faults == (name,) and value(r) is not None]
+    if alone:
+        text += f" (alone {', '.join(f'{g:.1f}' for g in alone)} s)"
+    return text
+
+
 def gaps_by_fault(rows: list[Row]) -> list[str]:
     """Per host fault: the confirm gap (median, max) of the runs it was in, and what each hit."""
     out = []
     for name in HOST_FAULTS:
         mine = [r for r in rows if name in r.faults]
-        if not mine:
-            continue
-        gaps = [r.confirm_gap_s for r in mine if r.confirm_gap_s is not None]
-        figures = (f"median {statistics.median(gaps):.1f} s, max {max(gaps):.1f} s" if gaps
-                   else "no confirm measured")
-        alone = [r.confirm_gap_s for r in mine if r.faults == (name,) and r.confirm_gap_s is not None]
-        if alone:
-            figures += f" (alone {', '.join(f'{g:.1f}' for g in alone)} s)"
-        out.append(f"{name}: {len(mine)} runs, confirm gap {figures}; hit {' '.join(r.node for r in mine)}")
+        if mine:
+            figures = _figure_of(mine, name, lambda r: r.confirm_gap_s, "confirm")
+            out.append(f"{name}: {len(mine)} runs, confirm gap {figures}; hit {' '.join(r.node for r in mine)}")
     return out
 
 
@@ -1013,16 +1018,10 @@ def pauses_by_fault(rows: list[Row]) -> list[str]:
     out = []
     for name in CLUSTER_FAULTS:
         mine = [r for r in rows if name in r.faults]
-        if not mine:
-            continue
-        pauses = [r.pause_s for r in mine if r.pause_s is not None]
-        figures = (f"median {statistics.median(pauses):.1f} s, max {max(pauses):.1f} s" if pauses
-                   else "no pause measured")
-        alone = [r.pause_s for r in mine if r.faults == (name,) and r.pause_s is not None]
-        if alone:
-            figures += f" (alone {', '.join(f'{p:.1f}' for p in alone)} s)"
-        out.append(f"{name}: {len(mine)} runs, pause {figures}; nodes {' '.join(r.node for r in mine)}; "
-                   f"SKUs paused {' '.join(r.paused for r in mine)}")
+        if mine:
+            figures = _figure_of(mine, name, lambda r: r.pause_s, "pause")
+            out.append(f"{name}: {len(mine)} runs, pause {figures}; nodes {' '.join(r.node for r in mine)}; "
+                       f"SKUs paused {' '.join(r.paused for r in mine)}")
     return out
 
 
