@@ -10,5 +10,6 @@ pytest_plugins = [
     "testsupport.processes",
     "testsupport.factories",
     "testsupport.http",
+    "testsupport.payments",
     "testsupport.browser",
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Callable
 
 from django.http import HttpRequest, HttpResponse
@@ -99,6 +100,42 @@ class Whole:
         return f"a whole number from {self.minimum}" + (f" to {self.maximum}" if self.maximum is not None else "")
 
 
+# A non-negative amount with at most two decimals, as text ("199.00", "5", "0.5").
+MONEY_PATTERN = "^(?:0|[1-9][0-9]{0,11})(?:[.][0-9]{1,2})?$"
+_money_match = re.compile(MONEY_PATTERN).match
+
+
+@dataclass(frozen=True)
+class Money:
+    """An amount of money: decimal text (what the API answers), or a JSON
+    number with the same constraint. `value` gives its exact Decimal: a
+    number is read from its shortest text, never through binary arithmetic."""
+
+    description: str = ""
+    example: str | None = None
+    nullable: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "accepts", lambda value: self.value(value) is not None)
+
+    @staticmethod
+    def value(raw: object) -> Decimal | None:
+        if type(raw) in (int, float):
+            raw = repr(raw)
+            if raw.endswith(".0"):
+                raw = raw[:-2]
+        if type(raw) is not str or len(raw) > 15 or _money_match(raw) is None:
+            return None
+        return Decimal(raw)
+
+    def schema(self) -> dict:
+        return _described({"oneOf": [{"type": "string", "pattern": MONEY_PATTERN},
+                                     {"type": "number", "minimum": 0, "multipleOf": 0.01}]}, self)
+
+    def rule(self) -> str:
+        return "an amount of 0 or more with at most two decimals (\"199.00\")"
+
+
 def _described(out: dict, spec) -> dict:
     if spec.description:
         out["description"] = spec.description
@@ -142,7 +179,7 @@ class Param:
 @dataclass(frozen=True)
 class Field:
     name: str
-    spec: Text | Whole
+    spec: Text | Whole | Money
     required: bool = True
 
 

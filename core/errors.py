@@ -10,6 +10,8 @@ class DomainError(Exception):
     code = "error"
     http_status = 400
     message = "Request refused."
+    # Seconds for a Retry-After header: the caller should come back then.
+    retry_after: int | None = None
 
     def __init__(self, detail: str | None = None, **data: Any) -> None:
         self.detail = detail or self.message
@@ -85,6 +87,14 @@ class StockActionRefused(DomainError):
 
 class AlreadyPaid(DomainError):
     code, http_status, message = "already_paid", 409, "This order is already paid by another payment."
+
+
+class NotYet(DomainError):
+    """A capture for an order the gate holds in flight: its confirm has not
+    reached MySQL yet, so the provider is asked to send it again shortly."""
+
+    code, http_status, message = "not_yet", 409, "The order is not confirmed yet; send the capture again shortly."
+    retry_after = 1
 
 
 class PaymentByProvider(DomainError):

@@ -43,7 +43,8 @@ def error_response(exc: Exception) -> tuple[int, dict, dict[str, str]]:
         # the thousand (sold out, limit), as a warning for a store being down.
         logger.log(logging.WARNING if exc.http_status >= 500 else logging.DEBUG, "%s %s: %s %s",
                    exc.http_status, exc.code, exc.detail, exc.data or "")
-        return exc.http_status, {"code": exc.code, "detail": exc.detail, **exc.extra()}, {}
+        headers = {} if exc.retry_after is None else {"Retry-After": "%d" % exc.retry_after}
+        return exc.http_status, {"code": exc.code, "detail": exc.detail, **exc.extra()}, headers
     if isinstance(exc, Http404):
         return 404, {"code": "not_found", "detail": "Not found."}, {}
     if isinstance(exc, exceptions.APIException):

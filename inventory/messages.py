@@ -39,7 +39,13 @@ CONFIRM_KIND = "confirm"
 FENCE_KIND = "fence"
 SIGNATURE_HEADER = "x-seckill-sig"
 KIND_HEADER = "x-seckill-kind"
-FORMAT_VERSION = 1
+# Version 2 rows end with the unit price; a version 1 message (sent before
+# prices were kept) still reads, its reservations without a price.
+FORMAT_VERSION = 2
+_READS = (1, 2)
+# A fence's body did not change with version 2: it keeps version 1, which a
+# worker of before still reads.
+FENCE_FORMAT_VERSION = 1
 
 # The Celery names of the give tasks (inventory.tasks), published from here.
 GIVE_TASK = "inventory.tasks.stock_give_task"
@@ -127,7 +133,7 @@ class BadMessage(Exception):
 
 
 def confirm_encode(reservations: Sequence[Reservation]) -> tuple[bytes, dict[str, str]]:
-    rows = [[r.order_id, r.sku_id, r.user_id, r.quantity, r.reserved_ms, r.epoch, r.idempotency_key]
+    rows = [[r.order_id, r.sku_id, r.user_id, r.quantity, r.reserved_ms, r.epoch, r.idempotency_key, r.unit_price]
             for r in reservations]
     body = json.dumps({"v": FORMAT_VERSION, "r": rows}, separators=(",", ":")).encode()
     return body, {SIGNATURE_HEADER: signing.sign_bytes(body), KIND_HEADER: CONFIRM_KIND}
@@ -136,7 +142,7 @@ def confirm_encode(reservations: Sequence[Reservation]) -> tuple[bytes, dict[str
 def fence_encode(fences: Sequence[tuple[str, str]]) -> tuple[bytes, dict[str, str]]:
     """Fences of SKUs whose snapshot Redis lost: (sku_id, fence token) pairs
     (inventory.services.snapshots.stock_fence_pass)."""
-    body = json.dumps({"v": FORMAT_VERSION, "f": [list(f) for f in fences]}, separators=(",", ":")).encode()
+    body = json.dumps({"v": FENCE_FORMAT_VERSION, "f": [list(f) for f in fences]}, separators=(",", ":")).encode()
     return body, {SIGNATURE_HEADER: signing.sign_bytes(body), KIND_HEADER: FENCE_KIND}
 
 
@@ -154,7 +160,7 @@ def message_decode(body: bytes | str, headers: dict | None) -> Decoded:
     try:
         signing.verify_bytes(body, headers.get(SIGNATURE_HEADER))
         data = json.loads(body)
-        if data.get("v") != FORMAT_VERSION:
+        if data.get("v") not in _READS:
             raise BadMessage(f"unknown format version {data.get('v')!r}")
         if headers.get(KIND_HEADER) == FENCE_KIND:
             fences = [(sku, token) for sku, token in data["f"]]
@@ -162,10 +168,14 @@ def message_decode(body: bytes | str, headers: dict | None) -> Decoded:
                 raise BadMessage("malformed fence")
             return Decoded([], fences)
         out = []
-        for oid, sku, user, qty, ms, epoch, key in data["r"]:
-            if not (isinstance(oid, str) and isinstance(sku, str) and isinstance(key, str)):
+        width = 7 if data["v"] == 1 else 8
+        for row in data["r"]:
+            if len(row) != width:
                 raise BadMessage("malformed reservation")
-            out.append(Reservation(oid, sku, int(user), int(qty), key, int(ms), int(epoch)))
+            oid, sku, user, qty, ms, epoch, key, price = (*row, "") if width == 7 else row
+            if not all(isinstance(x, str) for x in (oid, sku, key, price)):
+                raise BadMessage("malformed reservation")
+            out.append(Reservation(oid, sku, int(user), int(qty), key, int(ms), int(epoch), price))
         return Decoded(out, [])
     except signing.BadSignature as exc:
         raise BadMessage(str(exc)) from exc

@@ -4,7 +4,8 @@ letters, and the outbox of gives for Redis."""
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F, Func, Q, Value
+from django.db.models.functions import LPad, Lower
 from django.utils.translation import gettext_lazy as _
 
 
@@ -41,6 +42,12 @@ class Sku(models.Model):
     # set, a missing snapshot is no Redis loss: MySQL holds everything.
     redis_dropped_at = models.DateTimeField(verbose_name=_("Redis keys dropped at"), null=True, blank=True,
                                             editable=False)
+    # The head of this SKU's order ids (inventory.domain.order_tag computes the
+    # same 8 hex digits of CRC-32): MySQL finds the SKU of an order id that is
+    # still in flight in Redis, with no index kept by the purchase path.
+    order_tag = models.GeneratedField(
+        expression=Lower(LPad(Func(Func(F("sku_id"), function="CRC32"), function="HEX"), 8, Value("0"))),
+        output_field=models.CharField(max_length=8), db_persist=True, verbose_name=_("order id tag"), db_index=True)
     created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(verbose_name=_("updated at"), auto_now=True)
 

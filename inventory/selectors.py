@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from core import db
 from inventory.redis import gate, live as redis_live, liveness, snapshots as redis_snapshots
+from inventory.domain import price_text
 from inventory.models import GIVE_OPERATIONS, InventoryLog, OutboxMessage, ReservationDecision, Sku
 
 # Ended SKUs are still swept this long after they ended, while reservations
@@ -94,6 +95,12 @@ def pending_gives(*, sku_id: str) -> list[PendingOp]:
     return [PendingOp(op, int(payloads.get(op, {}).get("quantity", 0))) for op in ops]
 
 
+def skus_of_order_tag(*, tag: str) -> list[str]:
+    """The SKUs whose order ids start with `tag` (inventory.domain.order_tag;
+    indexed, usually one SKU)."""
+    return list(Sku.objects.filter(order_tag=tag).values_list("sku_id", flat=True)[:16])
+
+
 def pending_freezes(*, sku_id: str) -> list[PendingOp]:
     """Freezes between their intent and their MySQL move (their Redis take may
     or may not have happened)."""
@@ -126,6 +133,7 @@ def sku_snapshot(*, sku: Sku, holdings, epoch: int) -> redis_snapshots.Snapshot:
         idempotency=dict(holdings.idempotency),
         applied_ops=tuple(g.op_id for g in gives) + tuple(f.op_id for f in freezes),
         epoch=epoch,
+        unit_price=price_text(sku.price),
     )
 
 

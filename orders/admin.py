@@ -14,7 +14,7 @@ from orders.services.payments import refund_resolve
 @admin.register(Order)
 class OrderAdmin(ViewerExportMixin, admin.ModelAdmin):
     resource_classes = [OrderResource]
-    list_display = ("order_id", "sku", "user", "quantity", "status", "created_at", "expires_at")
+    list_display = ("order_id", "sku", "user", "quantity", "amount", "currency", "status", "created_at", "expires_at")
     list_filter = ("status", "sku")
     search_fields = ("order_id", "idempotency_key", "user__username")
     readonly_fields = [f.name for f in Order._meta.fields]
@@ -46,7 +46,7 @@ class PaymentRefundAdmin(ReadOnlyAdmin):
     dismissed with a note) through orders.services.payments, each closing
     recorded on the refund and in the admin log."""
 
-    list_display = ("created_at", "payment_id", "order_ref", "reason", "order_status", "amount", "status",
+    list_display = ("created_at", "payment_id", "order_ref", "reason", "order_status", "amount", "currency", "status",
                     "resolved_by", "resolved_at")
     list_filter = ("status", "reason", "created_at")
     search_fields = ("payment_id", "order_ref")

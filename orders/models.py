@@ -36,6 +36,12 @@ class Order(models.Model):
                              related_name="seckill_orders")
     sku = models.ForeignKey("inventory.Sku", verbose_name=_("sku"), on_delete=models.PROTECT, related_name="orders")
     quantity = models.PositiveIntegerField(verbose_name=_("quantity"))
+    # What the order costs, recorded at the reservation: the SKU's price as the
+    # gate's snapshot had it at the click (a later price change moves nothing
+    # here). A capture must match amount and currency to pay the order.
+    unit_price = models.DecimalField(verbose_name=_("unit price"), max_digits=12, decimal_places=2, default=0)
+    amount = models.DecimalField(verbose_name=_("amount"), max_digits=14, decimal_places=2, default=0)
+    currency = models.CharField(verbose_name=_("currency"), max_length=3, default="")
     status = models.CharField(verbose_name=_("status"), max_length=16, choices=Status.choices,
                               default=Status.PROCESSING)
     # NULL only for an order refused because the same key already made another
@@ -98,6 +104,8 @@ class PaymentRefund(models.Model):
         SECOND_CAPTURE = "second_capture", _("Order already paid by another payment")
         PAYMENT_ID_REUSED = "payment_id_reused", _("Payment id already paid another order")
         UNKNOWN_ORDER = "unknown_order", _("Unknown order")
+        # The capture's amount or currency is not what the order costs.
+        AMOUNT_MISMATCH = "amount_mismatch", _("Amount or currency differs from the order's")
 
     class Status(models.TextChoices):
         TO_REFUND = "to_refund", _("To refund")
@@ -112,8 +120,10 @@ class PaymentRefund(models.Model):
     order_ref = models.CharField(verbose_name=_("order id sent"), max_length=64)
     reason = models.CharField(verbose_name=_("reason"), max_length=24, choices=Reason.choices)
     order_status = models.CharField(verbose_name=_("order status then"), max_length=16, blank=True, default="")
-    # The order's price times its quantity; the webhook itself carries no amount.
+    # What the provider captured: the money to send back (null on rows recorded
+    # before captures carried an amount: their order's price times quantity).
     amount = models.DecimalField(verbose_name=_("amount"), max_digits=14, decimal_places=2, null=True, blank=True)
+    currency = models.CharField(verbose_name=_("currency"), max_length=3, blank=True, default="")
     status = models.CharField(verbose_name=_("status"), max_length=10, choices=Status.choices,
                               default=Status.TO_REFUND)
     created_at = models.DateTimeField(verbose_name=_("created at"), auto_now_add=True)

@@ -16,6 +16,7 @@ class OrderResource(ExportResource):
     class Meta:
         model = Order
         name = _("Orders")
-        fields = ("order_id", "sku", "user", "quantity", "status", "bucket", "failure_reason", "idempotency_key",
+        fields = ("order_id", "sku", "user", "quantity", "unit_price", "amount", "currency", "status", "bucket",
+                  "failure_reason", "idempotency_key",
                   "payment_id", "created_at", "confirmed_at", "expires_at", "paid_at", "closed_at", "updated_at")
         export_order = fields

@@ -6,6 +6,7 @@ import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone as dt_timezone
+from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import QuerySet, Sum
@@ -13,7 +14,8 @@ from django.utils import timezone
 
 from accounts import token_cache
 from core import db
-from inventory.domain import Reservation
+from inventory.domain import Reservation, price_of
+from inventory import selectors as inventory_selectors
 from inventory.redis import gate
 from inventory.services.snapshots import Holdings
 from orders.models import Order
@@ -33,6 +35,9 @@ class OrderView:
     paid_at: datetime | None = None
     closed_at: datetime | None = None
     failure_reason: str = ""
+    # None only while PROCESSING for a reservation taken before prices were kept.
+    amount: Decimal | None = None
+    currency: str = ""
 
     @classmethod
     def of(cls, o: Order) -> "OrderView":
@@ -40,8 +45,10 @@ class OrderView:
 
     @classmethod
     def processing(cls, r: Reservation) -> "OrderView":
+        price = price_of(r.unit_price)
         return cls(order_id=r.order_id, sku_id=r.sku_id, quantity=r.quantity, status=Order.Status.PROCESSING,
-                   created_at=datetime.fromtimestamp(r.reserved_ms / 1000, tz=dt_timezone.utc), expires_at=None)
+                   created_at=datetime.fromtimestamp(r.reserved_ms / 1000, tz=dt_timezone.utc), expires_at=None,
+                   amount=None if price is None else price * r.quantity, currency=settings.SECKILL_CURRENCY)
 
 
 # The one list of the order columns readers see: the fields of OrderView, in
@@ -58,6 +65,17 @@ def _in_flight(*, user_id: int, token: str, order_ids: set[str] | None = None) -
     claims = token_cache.user_claims(token=token)
     candidates = [(c.sku_id, c.order_id) for c in claims if order_ids is None or c.order_id in order_ids]
     return [r for r in gate.inflight_find(candidates=candidates) if r.user_id == user_id]
+
+
+def order_in_flight(*, order_id: str) -> Reservation | None:
+    """The reservation of this order id the gate holds in flight, whoever
+    placed it (the payment webhook has no token): its SKU is found from the
+    order id's head, the tag of its SKU (orders.services.place.order_id_new)."""
+    if not ORDER_ID_RE.match(order_id):
+        return None
+    skus = inventory_selectors.skus_of_order_tag(tag=order_id[:8])
+    found = gate.inflight_find(candidates=[(sku_id, order_id) for sku_id in skus])
+    return found[0] if found else None
 
 
 @functools.cache

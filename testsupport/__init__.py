@@ -4,6 +4,7 @@
 - factories: unique ids, SKUs, buyers, staff users (`make_sku`, `make_buyers`, `make_staff`, `unique`)
 - http: clients of the API, in-process (`api`, `post_order`, `place`) and over real HTTP (`Http`, `sell`)
 - purchase: steps of the purchase path played by hand (`reserve_direct`, `publish`, `fence_reached`)
+- payments: the payment provider played by hand (`capture`, `sign`, `hook`) and orders awaiting payment (`pending`)
 - stores: assertions about MySQL, Redis and RabbitMQ (`assert_balanced`, `settled`, `confirmed`, ...), and
   Redis lost alike on one Redis or a cluster (`on_cluster`, `redis_wipe`, `scripts_flush`, `instance_key_of`)
 - faults: faults landed on a running sale (`sell_during`, `RowHold`, `rabbitmq_restart`)

@@ -9,12 +9,13 @@ def reserve_direct(sku_id: str, user_id: int, qty: int = 1, key: str | None = No
     """Take stock in the gate as the purchase path does, without publishing."""
     from inventory.domain import Reservation
     from inventory.redis import gate, keys as redis_keys
+    from orders.services.place import order_id_new
 
-    oid = uuid.uuid4().hex
+    oid = order_id_new(sku_id=sku_id)
     key = key or uuid.uuid4().hex
     r = gate.reserve(sku_id=sku_id, user_id=user_id, quantity=qty, idempotency_key=key, order_id=oid)
     assert r.code is redis_keys.Reserve.OK, r
-    return Reservation(oid, sku_id, user_id, qty, key, r.reserved_ms, r.epoch)
+    return Reservation(oid, sku_id, user_id, qty, key, r.reserved_ms, r.epoch, r.unit_price)
 
 
 def publish(*reservations) -> None:

@@ -4,7 +4,9 @@ and finds nothing; and the declarations the schema comes from are the ones
 the handlers enforce."""
 from __future__ import annotations
 
+import json
 import subprocess
+import urllib.request
 
 import pytest
 
@@ -48,11 +50,15 @@ def before_call(context, case, kwargs):
 """ % WEBHOOK_SECRET
 
 
-@pytest.fixture(scope="module")
-def schema_web(process_env):
+@pytest.fixture(scope="module", params=["webhook on", "webhook off"])
+def schema_web(request, process_env):
+    """A server with the payment webhook on, and one without it (where the
+    endpoint does not exist and the schema must not show it)."""
+    secret = WEBHOOK_SECRET if request.param == "webhook on" else ""
     # Failed-token probes (ignored_auth) come from one address: no limit on them here.
     proc = start_web(process_env, name="web-schema", SECKILL_AUTH_FAILURES_PER_MINUTE="0",
-                     SECKILL_PAYMENT_WEBHOOK_SECRET=WEBHOOK_SECRET)
+                     SECKILL_PAYMENT_WEBHOOK_SECRET=secret)
+    proc.webhook_secret = secret
     yield proc
     proc.stop()
 
@@ -72,14 +78,16 @@ def test_schemathesis_with_every_check_finds_nothing(schema_web, demo_sku, make_
     (tmp_path / "schemathesis.toml").write_text(CONFIG)
     (tmp_path / "seckill_schema_hooks.py").write_text(HOOKS)
     env = dict(process_env, SCHEMATHESIS_HOOKS="seckill_schema_hooks",
-               PYTHONPATH=f"{tmp_path}:{ROOT}", SECKILL_PAYMENT_WEBHOOK_SECRET=WEBHOOK_SECRET)
+               PYTHONPATH=f"{tmp_path}:{ROOT}", SECKILL_PAYMENT_WEBHOOK_SECRET=schema_web.webhook_secret)
     base = f"http://127.0.0.1:{schema_web.port}"
+    paths = json.loads(urllib.request.urlopen(f"{base}/api/schema/", timeout=10).read())["paths"]
+    assert ("/api/v1/payments/webhook" in paths) is bool(schema_web.webhook_secret)
     run = subprocess.run(
         [str(VENV_BIN / "st"), "--config-file", str(tmp_path / "schemathesis.toml"), "run", f"{base}/api/schema/",
          "--url", base, "--checks", "all", "--phases", "examples,coverage,fuzzing,stateful",
          "--max-examples", "25", "--seed", str(SEED), "--generation-deterministic", "--workers", "1",
          "-H", f"Authorization: Token {token}", "--no-color", "--report-dir", str(tmp_path / "report")],
         capture_output=True, text=True, timeout=240, cwd=tmp_path, env=env)
-    log = ROOT / "var" / "test-logs" / "schemathesis.txt"
+    log = ROOT / "var" / "test-logs" / f"schemathesis-{'on' if schema_web.webhook_secret else 'off'}.txt"
     log.write_text(run.stdout + run.stderr)
     assert run.returncode == 0, f"schemathesis found something (all of it in {log}):\n" + run.stdout[-8000:]

@@ -1,5 +1,5 @@
 --[[ reserve: take stock for one order in one atomic step.
-KEYS[1] seckill:{sku}:stock     hash available,total,frozen,inflight,epoch,version,limit,starts,ends,status
+KEYS[1] seckill:{sku}:stock     hash available,total,frozen,inflight,epoch,version,limit,starts,ends,status,price
 KEYS[2] seckill:{sku}:buyers    hash user -> units held (per-user limit)
 KEYS[3] seckill:{sku}:inflight  hash order_id -> in-flight entry (_lib.lua)
 KEYS[4] seckill:{sku}:idem      hash "user:key" -> "order_id|quantity"
@@ -13,7 +13,8 @@ ARGV[5] grace before the orphan sweep may republish (ms)
 ARGV[6] lifetime of an idempotency record (ms)
 ARGV[7] how long after its reserve a request may still be deciding (publish budget + margin, ms)
 Returns {code, ...}; never raises for an expected outcome:
-  {0, order_id, available_after, reserved_ms, epoch}  OK, stock taken
+  {0, order_id, available_after, reserved_ms, epoch, unit_price}  OK, stock taken
+                                   (unit_price: the snapshot's price, '' if it has none)
   {1, first_order_id, quantity, wait_ms}  DUPLICATE: same user, key and body;
                                    nothing taken. wait_ms > 0: the first is in flight
                                    and its request may still undo it (publish failed)
@@ -32,7 +33,7 @@ end
 local user, qty, key, oid = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local field = user .. ':' .. key
 
-local s = redis.call('HMGET', KEYS[1], 'available', 'limit', 'starts', 'ends', 'status', 'epoch')
+local s = redis.call('HMGET', KEYS[1], 'available', 'limit', 'starts', 'ends', 'status', 'epoch', 'price')
 if not s[1] then
   if redis.call('EXISTS', KEYS[7]) == 1 then return {7} end
   if redis.call('EXISTS', KEYS[9]) == 1 then return {9} end
@@ -67,13 +68,13 @@ local limit = tonumber(s[2])
 local held = tonumber(redis.call('HGET', KEYS[2], user) or '0')
 if held + qty > limit then return {4, held, limit} end
 
-local epoch = s[6] or '0'
+local epoch, price = s[6] or '0', s[7] or ''
 redis.call('HINCRBY', KEYS[1], 'available', -qty)
 redis.call('HINCRBY', KEYS[1], 'inflight', qty)
 redis.call('HINCRBY', KEYS[2], user, qty)
 redis.call('HSET', KEYS[4], field, oid .. '|' .. qty)
 redis.call('ZADD', KEYS[5], now, field)
-redis.call('HSET', KEYS[3], oid, inflight_format(user, qty, now, epoch, key))
+redis.call('HSET', KEYS[3], oid, inflight_format(user, qty, now, epoch, key, price))
 redis.call('ZADD', KEYS[6], now + tonumber(ARGV[5]), oid)
 
 -- Idempotency records past their lifetime go, two per call (amortised);
@@ -89,4 +90,4 @@ for _, f in ipairs(old) do
     redis.call('ZREM', KEYS[5], f)
   end
 end
-return {0, oid, avail - qty, now, epoch}
+return {0, oid, avail - qty, now, epoch, price}

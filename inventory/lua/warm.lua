@@ -4,20 +4,21 @@ KEYS[1] stock  KEYS[2] buyers  KEYS[3] idem  KEYS[4] idem-age  KEYS[5] applied
 KEYS[6] missing  KEYS[7] inflight
 KEYS[8..11] the staging keys of warm_stage.lua (buyers, idem, idem-age, applied)
 KEYS[12] fence (fence.lua)
-ARGV[1..9] available, total, frozen, epoch, version, limit, starts_ms, ends_ms, status
-ARGV[10] the fence token this load passes ('' for a load that needs no fence)
+ARGV[1..10] available, total, frozen, epoch, version, limit, starts_ms, ends_ms, status,
+            unit price (decimal text)
+ARGV[11] the fence token this load passes ('' for a load that needs no fence)
 Returns 1 loaded, 0 a snapshot was already there (nothing changed), 2 the
 fence is not this one any more (Redis was lost again, or another load ran):
 nothing changed.
 ]]
-if #KEYS ~= 12 or #ARGV ~= 10 then
-  return redis.error_reply('warm: expects 12 keys and 10 args')
+if #KEYS ~= 12 or #ARGV ~= 11 then
+  return redis.error_reply('warm: expects 12 keys and 11 args')
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   redis.call('DEL', KEYS[8], KEYS[9], KEYS[10], KEYS[11])
   return 0
 end
-if ARGV[10] ~= '' and redis.call('GET', KEYS[12]) ~= ARGV[10] then
+if ARGV[11] ~= '' and redis.call('GET', KEYS[12]) ~= ARGV[11] then
   redis.call('DEL', KEYS[8], KEYS[9], KEYS[10], KEYS[11])
   return 2
 end
@@ -38,6 +39,6 @@ end
 redis.call('HSET', KEYS[1],
   'available', ARGV[1], 'total', ARGV[2], 'frozen', ARGV[3], 'inflight', inflight,
   'epoch', ARGV[4], 'version', ARGV[5], 'limit', ARGV[6], 'starts', ARGV[7], 'ends', ARGV[8],
-  'status', ARGV[9])
+  'status', ARGV[9], 'price', ARGV[10])
 redis.call('DEL', KEYS[6], KEYS[12])
 return 1

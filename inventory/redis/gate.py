@@ -27,6 +27,7 @@ class ReserveResult:
     reserved_ms: int = 0
     epoch: int = 0
     wait_ms: int = 0  # DUPLICATE: the first request may still be deciding for this long
+    unit_price: str = ""  # OK: the snapshot's price the units were taken at ("" if it had none)
 
 
 # Beyond the publish budget, this much more (clock rates, scheduling).
@@ -54,7 +55,8 @@ def reserve_call(*, sku_id: str, user_id: int, quantity: int, idempotency_key: s
 def reserve_result(raw) -> ReserveResult:
     code = Reserve(int(raw[0]))
     if code is Reserve.OK:
-        return ReserveResult(code, _s(raw[1]), int(raw[2]), reserved_ms=int(raw[3]), epoch=int(raw[4]))
+        return ReserveResult(code, _s(raw[1]), int(raw[2]), reserved_ms=int(raw[3]), epoch=int(raw[4]),
+                             unit_price=_s(raw[5]))
     if code is Reserve.DUPLICATE:
         return ReserveResult(code, _s(raw[1]), int(raw[2]), wait_ms=int(raw[3]))
     if code is Reserve.KEY_REUSED:
@@ -191,9 +193,9 @@ def adjust_available(*, sku_id: str, repair_id: str, delta: int, whole: bool = F
 
 
 def meta_update(*, sku_id: str, per_user_limit: int, starts_ms: int, ends_ms: int, status: str,
-                version: int) -> Meta:
+                version: int, unit_price: str) -> Meta:
     return Meta(int(_script("meta")(keys=[sku_keys(sku_id).stock],
-                                    args=[per_user_limit, starts_ms, ends_ms, status, version])))
+                                    args=[per_user_limit, starts_ms, ends_ms, status, version, unit_price])))
 
 
 @dataclass(frozen=True)

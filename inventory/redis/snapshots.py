@@ -36,6 +36,7 @@ class Snapshot:
     idempotency: dict[str, tuple[str, int]]
     applied_ops: tuple[str, ...] = ()
     epoch: int = 1
+    unit_price: str = "0.00"  # decimal text (inventory.domain.price_text)
 
 
 def snapshot_exists(*, sku_id: str) -> bool:
@@ -57,7 +58,7 @@ def snapshot_load(*, sku_id: str, snapshot: Snapshot, fence: str = "") -> Load:
         for part in _chunks(flat, SCRIPT_CHUNK * width):
             stager(keys=list(stage), args=[kind, STAGE_TTL_SECONDS, *part])
     header = [snapshot.available, snapshot.total, snapshot.frozen, snapshot.epoch, snapshot.version,
-              snapshot.per_user_limit, snapshot.starts_ms, snapshot.ends_ms, snapshot.status]
+              snapshot.per_user_limit, snapshot.starts_ms, snapshot.ends_ms, snapshot.status, snapshot.unit_price]
     return Load(int(_script("warm")(
         keys=[k.stock, k.buyers, k.idem, k.idem_age, k.applied, k.missing, k.inflight, *stage, k.fence],
         args=[*header, fence])))

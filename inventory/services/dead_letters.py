@@ -117,7 +117,8 @@ def _reservations(letter: DeadLetter) -> list[Reservation]:
     if "order_id" in p:
         try:
             return [Reservation(str(p["order_id"]), str(p["sku_id"]), int(p["user_id"]), int(p["quantity"]),
-                                str(p["idempotency_key"]), int(p["reserved_ms"]), int(p["epoch"]))]
+                                str(p["idempotency_key"]), int(p["reserved_ms"]), int(p["epoch"]),
+                                str(p.get("unit_price", "")))]
         except (KeyError, TypeError, ValueError) as exc:
             raise DeadLetterNotReplayable(_("The reservation in this dead letter is malformed.")) from exc
     body = p.get("body")

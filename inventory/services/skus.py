@@ -16,6 +16,7 @@ from django.utils.translation import gettext as _
 from core.errors import SkuNotFound
 from core.redis import RedisError
 from inventory import selectors
+from inventory.domain import price_text
 from inventory.models import InventoryLog, Sku
 from inventory.redis import gate, snapshots as redis_snapshots
 from inventory.services.locks import skus_lock
@@ -92,7 +93,8 @@ def sku_sale_data_push(*, sku: Sku) -> None:
     try:
         gate.meta_update(
             sku_id=sku.sku_id, per_user_limit=sku.per_user_limit, starts_ms=selectors.epoch_ms(sku.sale_starts_at),
-            ends_ms=selectors.epoch_ms(sku.sale_ends_at), status=sku.status, version=sku.version)
+            ends_ms=selectors.epoch_ms(sku.sale_ends_at), status=sku.status, version=sku.version,
+            unit_price=price_text(sku.price))
     except RedisError as exc:
         # Redis keeps the older sale data until reconciliation pushes it again;
         # meanwhile the confirm refuses what a paused or ended SKU accepted.

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.redis_both
 def snapshot(available=5, limit=2, starts_ms=0, ends_ms=0, status="active", buyers=None, idem=None, applied=()):
     return redis_snapshots.Snapshot(available=available, total=available, frozen=0, version=1,
                                     per_user_limit=limit, starts_ms=starts_ms, ends_ms=ends_ms, status=status,
-                                    buyers=buyers or {}, idempotency=idem or {}, applied_ops=tuple(applied))
+                                    buyers=buyers or {}, idempotency=idem or {}, applied_ops=tuple(applied),
+                                    unit_price="4.20")
 
 
 @pytest.fixture
@@ -42,12 +43,12 @@ def test_not_warmed_then_unknown_marker(sku_id):
 def test_reserve_takes_stock_counts_buyer_and_records_in_flight(sku_id):
     assert redis_snapshots.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=5, limit=3))
     r = reserve(sku_id, user=7, qty=2, key="k|with|bars", oid="a" * 32)
-    assert (r.code, r.order_id, r.value, r.epoch) == (Reserve.OK, "a" * 32, 3, 1)
+    assert (r.code, r.order_id, r.value, r.epoch, r.unit_price) == (Reserve.OK, "a" * 32, 3, 1, "4.20")
     assert abs(r.reserved_ms - time.time() * 1000) < 5000
     live = redis_live.live_stock(sku_id=sku_id)
     assert (live.available, live.inflight) == (3, 2)
     [entry] = gate.inflight_entries(sku_id=sku_id)
-    assert entry == Reservation("a" * 32, sku_id, 7, 2, "k|with|bars", r.reserved_ms, 1)
+    assert entry == Reservation("a" * 32, sku_id, 7, 2, "k|with|bars", r.reserved_ms, 1, "4.20")
 
 
 def test_duplicate_key_returns_first_order_and_takes_nothing(sku_id):
@@ -201,12 +202,16 @@ def test_idempotency_records_are_trimmed_unless_their_order_is_in_flight(sku_id)
 
 def test_sale_data_pushes_apply_newest_version_first(sku_id):
     redis_snapshots.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=5))
+    assert gate.meta_update(sku_id=sku_id, per_user_limit=3, starts_ms=0, ends_ms=0, status="active",
+                          version=3, unit_price="5.00") is Meta.UPDATED
+    assert reserve(sku_id).unit_price == "5.00"  # the price reaches the reserve with the rest
     assert gate.meta_update(sku_id=sku_id, per_user_limit=3, starts_ms=0, ends_ms=0, status="paused",
-                          version=3) is Meta.UPDATED
+                          version=4, unit_price="6.00") is Meta.UPDATED
     # the push of version 2 arrives late: it changes nothing
     assert gate.meta_update(sku_id=sku_id, per_user_limit=9, starts_ms=0, ends_ms=0, status="active",
-                          version=2) is Meta.STALE
+                          version=2, unit_price="1.00") is Meta.STALE
     assert reserve(sku_id).code is Reserve.NOT_ACTIVE
+    assert redis().hget(redis_keys.sku_keys(sku_id).stock, "price") in ("6.00", b"6.00")
 
 
 def test_freeze_cancel_gives_back_a_take_or_blocks_a_late_one(sku_id):

@@ -6,15 +6,15 @@ from __future__ import annotations
 from django.conf import settings
 
 from core.api import (
-    AUTH_ANSWERS, BODY_ANSWERS, PAGE, UNAVAILABLE, Answer, Body, Field, Operation, Param, Text, Whole, ascii_pattern,
-    merge_answers, refusal, text_pattern,
+    AUTH_ANSWERS, BODY_ANSWERS, MONEY_PATTERN, PAGE, RETRY_AFTER, UNAVAILABLE, Answer, Body, Field, Money, Operation,
+    Param, Text, Whole, ascii_pattern, merge_answers, refusal, text_pattern,
 )
 from core.errors import (
     AlreadyPaid, BadSignature, IdempotencyKeyRequired, IdempotencyKeyReused, LimitReached, NotCancellable,
-    NotPayable, OrderNotFound, PaymentByProvider, PaymentIdReused, SaleNotActive, SkuNotFound, SoldOut,
+    NotPayable, NotYet, OrderNotFound, PaymentByProvider, PaymentIdReused, SaleNotActive, SkuNotFound, SoldOut,
 )
 from inventory.api.declarations import SKU_ID, SKU_ID_MAX  # noqa: F401  (SKU_ID_MAX: by name, for others)
-from orders.models import Order
+from orders.models import Order, PaymentRefund
 
 KEY_MAX = 64
 PAYMENT_ID_MAX = 128
@@ -37,9 +37,16 @@ PAY_BODY = Body((Field("payment_id", PAYMENT_ID, required=False),), required=Fal
                 description="Optional: an empty body pays without a payment id.")
 # Any id the provider names is recorded (as a refund to make when it names no
 # payable order), so the webhook takes more than the ids this server issues.
+CURRENCY_PATTERN = "^[A-Za-z]{3}$"
 WEBHOOK_BODY = Body((Field("order_id", Text(64, text_pattern(64))),
                      Field("payment_id", Text(PAYMENT_ID_MAX, text_pattern(PAYMENT_ID_MAX))),
-                     Field("status", Text(8, "^captured$", enum=("captured",)))))
+                     Field("status", Text(8, "^captured$", enum=("captured",))),
+                     Field("amount", Money(description="What the provider captured, as the order's `amount` "
+                                                       "reads (\"199.00\"); any other amount pays nothing "
+                                                       "and is recorded as a refund to make.", example="199.00")),
+                     Field("currency", Text(3, CURRENCY_PATTERN, min_length=3, example="CNY",
+                                            description="ISO 4217 (any case); another currency than the "
+                                                        "order's pays nothing (a refund to make)."))))
 
 # --- bodies of the answers --------------------------------------------------------
 
@@ -51,13 +58,18 @@ COMPONENTS = {
     "Order": {
         "type": "object",
         "required": ["order_id", "sku_id", "quantity", "status", "created_at", "expires_at", "confirmed_at",
-                     "paid_at", "closed_at", "failure_reason"],
+                     "paid_at", "closed_at", "failure_reason", "amount", "currency"],
         "properties": {
             "order_id": {"type": "string", "pattern": ORDER_ID_PATTERN}, "sku_id": {"type": "string"},
             "quantity": {"type": "integer"}, "status": _STATUS, "created_at": _MOMENT,
             "expires_at": {**_MAYBE_MOMENT, "description": "Null while PROCESSING."},
             "confirmed_at": _MAYBE_MOMENT, "paid_at": _MAYBE_MOMENT, "closed_at": _MAYBE_MOMENT,
             "failure_reason": {"type": "string", "description": "Empty unless FAILED."},
+            "amount": {"type": "string", "pattern": MONEY_PATTERN, "nullable": True,
+                       "description": "What the order costs: its unit price at the click times its quantity, "
+                                      "decimal text. Null only while PROCESSING for a reservation taken before "
+                                      "the server kept prices."},
+            "currency": {"type": "string", "pattern": "^[A-Z]{3}$", "description": "ISO 4217 (SECKILL_CURRENCY)."},
         },
     },
     "OrderAccepted": {
@@ -90,7 +102,18 @@ COMPONENTS = {
                         "description": "Newest first; page 1 leads with the orders still PROCESSING."},
         },
     },
-    "WebhookReceived": {"type": "object", "description": "Paid now, already paid, or recorded as a refund to make."},
+    "WebhookReceived": {
+        "type": "object", "description": "Paid now, already paid, or recorded as a refund to make.",
+        "required": ["order_id", "payment_id", "outcome", "status", "refund_reason"],
+        "properties": {
+            "order_id": {"type": "string"}, "payment_id": {"type": "string"},
+            "outcome": {"type": "string", "enum": ["paid", "refund_recorded"]},
+            "status": {**_STATUS, "nullable": True,
+                       "description": "The order's status as the capture found it; null for an unknown order."},
+            "refund_reason": {"type": "string", "nullable": True, "enum": [*PaymentRefund.Reason.values, None],
+                              "description": "Why the capture is money to send back; null when it paid."},
+        },
+    },
 }
 
 _ORDER_LINKS = {202: {
@@ -142,12 +165,20 @@ SIGNATURE = Param("Seckill-Signature", "header",
 WEBHOOK = Operation(
     "paymentWebhook", "POST", "payments/webhook", "The payment provider's capture (signed, no token)",
     params=(SIGNATURE,), body=WEBHOOK_BODY, tags=("payments",), authenticated=False,
-    description="Idempotent by payment id: a capture for an order that expired or was cancelled, or a second "
-                "capture with another payment id, is 200 too and recorded as a refund to make.",
+    description="Idempotent by payment id: a capture for an order that expired or was cancelled, a second "
+                "capture with another payment id, or one whose amount or currency is not the order's, is 200 "
+                "too and recorded as a refund to make. While SECKILL_PAYMENT_WEBHOOK_SECRET is unset the "
+                "endpoint does not exist (404) and this schema leaves it out.",
     answers=merge_answers(
         Answer(200, "Paid now, already paid, or recorded as a refund to make.", "WebhookReceived"),
         *refusal(BadSignature), *BODY_ANSWERS,
-        Answer(404, "SECKILL_PAYMENT_WEBHOOK_SECRET is unset: there is no webhook.", codes=(OrderNotFound.code,)),
+        Answer(409, "The order is still in flight (202 given, not yet in MySQL): send the capture again after "
+                    "Retry-After; nothing was recorded.", codes=(NotYet.code,), headers=(RETRY_AFTER,)),
         UNAVAILABLE))
 
 OPERATIONS = (PLACE, BASELINE, LIST, DETAIL, PAY, CANCEL, WEBHOOK)
+
+
+def operations_published() -> tuple[Operation, ...]:
+    """The operations /api/schema/ shows: the webhook only while it exists."""
+    return tuple(op for op in OPERATIONS if op is not WEBHOOK or settings.SECKILL_PAYMENT_WEBHOOK_SECRET)

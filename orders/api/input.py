@@ -2,6 +2,9 @@
 (orders.api.declarations): the same constants /api/schema/ states."""
 from __future__ import annotations
 
+from decimal import Decimal
+
+from core.api import Money
 from core.errors import IdempotencyKeyRequired, OrderNotFound
 from orders.api.declarations import (  # noqa: F401  (the limits, by name, for other checks)
     IDEMPOTENCY_KEY, KEY_MAX, ORDER_ID, PAY_BODY, PAYMENT_ID_MAX, PURCHASE_BODY, SKU_ID_MAX, WEBHOOK_BODY,
@@ -38,7 +41,8 @@ def order_id_of(order_id: str) -> str:
 
 
 
-def webhook_input(data: object) -> tuple[str, str]:
-    """(order_id, payment_id) of a provider's capture body, or 400 `invalid`."""
-    order_id, payment_id, _captured = WEBHOOK_BODY.read(data)
-    return order_id, payment_id
+def webhook_input(data: object) -> tuple[str, str, Decimal, str]:
+    """(order_id, payment_id, amount, currency) of a provider's capture body,
+    or 400 `invalid`. The currency comes back in capitals."""
+    order_id, payment_id, _captured, amount, currency = WEBHOOK_BODY.read(data)
+    return order_id, payment_id, Money.value(amount), currency.upper()

@@ -3,7 +3,9 @@ Times are ISO 8601 in UTC (`...Z`), whatever TIME_ZONE the admin shows."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from decimal import Decimal
 
+from inventory.domain import price_text
 from orders.selectors import VIEW_FIELDS, OrderView
 
 
@@ -18,9 +20,14 @@ def iso_ms(ms: int) -> str:
 
 
 def order_body(view: OrderView) -> dict:
-    """Every field of the view (VIEW_FIELDS, in its order), times as ISO 8601."""
+    """Every field of the view (VIEW_FIELDS, in its order), times as ISO 8601,
+    money as decimal text with two places (never a float)."""
     body = {}
     for name in VIEW_FIELDS:
         value = getattr(view, name)
-        body[name] = iso_utc(value) if isinstance(value, datetime) else value
+        if isinstance(value, datetime):
+            value = iso_utc(value)
+        elif isinstance(value, Decimal):
+            value = price_text(value)
+        body[name] = value
     return body

@@ -8,10 +8,11 @@ reaches the JSON parser and a signed one cannot be re-encoded on the way.
 
 Answers: 200 whatever the capture did (paid now, paid before with this payment
 id, or recorded as a refund to make), so the provider's retries are harmless;
+409 not_yet with Retry-After for an order still in flight (nothing recorded);
 400 bad_signature (nothing changes); 400 invalid for a signed body that is not
 a capture (checked through its declaration, orders.api.declarations.WEBHOOK_BODY);
 413 too_large; 404 not_found while SECKILL_PAYMENT_WEBHOOK_SECRET is unset (the
-endpoint does not exist then).
+endpoint does not exist then, nor in the schema).
 """
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ def webhook(request: HttpRequest) -> HttpResponse:
             raise exceptions.MethodNotAllowed(request.method)
         raw = read_body(request.META, request)
         payments.signature_verify(secret=secret, header=request.META.get("HTTP_SECKILL_SIGNATURE"), body=raw)
-        order_id, payment_id = webhook_input(read_json(request.META, BytesIO(raw)))
-        done = payments.payment_capture(order_id=order_id, payment_id=payment_id)
+        order_id, payment_id, amount, currency = webhook_input(read_json(request.META, BytesIO(raw)))
+        done = payments.payment_capture(order_id=order_id, payment_id=payment_id, amount=amount, currency=currency)
         return json_response(200, {"order_id": done.order_id, "payment_id": done.payment_id, "outcome": done.outcome,
                            "status": done.order_status, "refund_reason": done.refund_reason})
     except Exception as exc:

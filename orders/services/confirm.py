@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone as dt_timezone
+from decimal import Decimal
 from typing import Callable, Sequence
 
 from django.conf import settings
@@ -25,7 +26,7 @@ from inventory import selectors as inventory_selectors
 from inventory.redis import gate
 from inventory.redis.keys import Hold
 from inventory.messages import CONFIRM_KIND
-from inventory.domain import Reservation
+from inventory.domain import Reservation, price_of
 from inventory.services.gives import dead_letter_record
 from inventory.models import ReservationDecision
 from inventory.services.decisions import DecisionRecord, reservation_decisions_record
@@ -199,7 +200,7 @@ def confirm_in_mysql(*, sku_id: str, batch: Sequence[Reservation]) -> Decision:
             return decision
         _decisions_record(sku_id, decision, now)
         stock_confirm_take(sku=sku, accepted=decision.accepted, refused=decision.refused, now=now)
-        _orders_insert(sku_id, decision, now)
+        _orders_insert(sku_id, decision, now, fallback_price=sku.price)
     if decision.refused:
         logger.warning("confirm of %s refused %d reservation(s): %s", sku_id, len(decision.refused),
                        [(r.order_id, why) for r, why in decision.refused[:20]])
@@ -221,16 +222,23 @@ def _decisions_record(sku_id: str, decision: Decision, now: datetime) -> None:
 
 
 # Only the columns the confirm sets; the others take the model's defaults (core.db.Insert).
-_ORDER_INSERT = db.Insert(Order, ("order_id", "user", "sku", "quantity", "status", "idempotency_key",
-                                  "failure_reason", "bucket", "created_at", "confirmed_at", "expires_at",
-                                  "closed_at", "updated_at"))
+_ORDER_INSERT = db.Insert(Order, ("order_id", "user", "sku", "quantity", "unit_price", "amount", "currency",
+                                  "status", "idempotency_key", "failure_reason", "bucket", "created_at",
+                                  "confirmed_at", "expires_at", "closed_at", "updated_at"))
 
 
-def _orders_insert(sku_id: str, decision: Decision, now: datetime) -> None:
+def _orders_insert(sku_id: str, decision: Decision, now: datetime, *, fallback_price: Decimal) -> None:
+    """The orders of a batch, each at the price its reservation carries (the
+    gate's at the click); one taken before prices were kept has none and costs
+    the SKU's price of now."""
     expires_at = now + timedelta(seconds=settings.SECKILL_PAYMENT_TIMEOUT_SECONDS)
+    currency = settings.SECKILL_CURRENCY
 
     def row(r: Reservation, **kw) -> dict:
+        price = price_of(r.unit_price)
+        price = fallback_price if price is None else price
         return {"order_id": r.order_id, "user": r.user_id, "sku": sku_id, "quantity": r.quantity,
+                "unit_price": price, "amount": price * r.quantity, "currency": currency,
                 "created_at": _from_ms(r.reserved_ms), "confirmed_at": now, "updated_at": now, **kw}
 
     _ORDER_INSERT.run(
@@ -315,7 +323,8 @@ def _decide_splitting(sku_id: str, batch: list[Reservation], idle) -> tuple[Deci
             logger.error("reservation %s of %s cannot be confirmed: %r", r.order_id, sku_id, exc)
             dead_letter_record(task_name=CONFIRM_KIND, payload={
                 "order_id": r.order_id, "sku_id": r.sku_id, "user_id": r.user_id, "quantity": r.quantity,
-                "idempotency_key": r.idempotency_key, "reserved_ms": r.reserved_ms, "epoch": r.epoch},
+                "idempotency_key": r.idempotency_key, "reserved_ms": r.reserved_ms, "epoch": r.epoch,
+                "unit_price": r.unit_price},
                 reason=f"{exc.__class__.__name__}: {exc}")
             return Decision(), [r.order_id]
         half = len(batch) // 2

@@ -25,7 +25,7 @@ from core.retry import with_mysql_retry
 from inventory.services.locks import skus_lock_nowait
 from inventory.services.stock import GiveBack, Sale, stock_moves_apply
 from orders import selectors
-from orders.models import Order
+from orders.models import Order, PaymentRefund
 from orders.selectors import VIEW_FIELDS, OrderView
 
 logger = logging.getLogger(__name__)
@@ -71,6 +71,12 @@ def _sql(kind: str, *, with_payment_id: bool = False) -> str:
            f"WHERE {' AND '.join(f'{c} = %s' for c in db.columns(Order, where))}")
     if kind == "pay":
         sql += f" AND {db.columns(Order, ['expires_at'])[0]} > %s"
+    if with_payment_id:
+        # A payment id recorded as a refund to make pays nothing. In the same
+        # statement, a locking read of the refund's unique key: a refund of
+        # this id being inserted meanwhile waits for this UPDATE, or it waits.
+        sql += (f" AND NOT EXISTS (SELECT 1 FROM {db.table(PaymentRefund)} "
+                f"WHERE {db.columns(PaymentRefund, ['payment_id'])[0]} = %s)")
     return sql
 
 
@@ -83,11 +89,17 @@ def order_pay(*, user_id: int, order_id: str, payment_id: str | None = None, tok
     try:
         won = with_mysql_retry(lambda: db.execute(_sql("pay", with_payment_id=bool(payment_id)), [
             Order.Status.PAID, now, now, *([payment_id] if payment_id else []),
-            order_id, user_id, Order.Status.PENDING_PAYMENT, now]))
+            order_id, user_id, Order.Status.PENDING_PAYMENT, now, *([payment_id] if payment_id else [])]))
     except IntegrityError:
         raise PaymentIdReused(payment_id=payment_id) from None
-    return _outcome(user_id=user_id, token=token, order_id=order_id, won=won, wanted=Order.Status.PAID,
-                    error=NotPayable, payment_id=payment_id)
+    try:
+        return _outcome(user_id=user_id, token=token, order_id=order_id, won=won, wanted=Order.Status.PAID,
+                        error=NotPayable, payment_id=payment_id)
+    except NotPayable as exc:
+        if payment_id and exc.data.get("status") == Order.Status.PENDING_PAYMENT \
+                and PaymentRefund.objects.filter(payment_id=payment_id).exists():
+            raise PaymentIdReused(payment_id=payment_id) from None
+        raise
 
 
 def order_cancel(*, user_id: int, order_id: str, token: str | None = None) -> OrderView:

@@ -3,12 +3,19 @@ order's pay transition, and the refunds to make when the capture cannot pay.
 
 The provider's payment id is the key of everything here. A capture pays the
 order through `order_pay` (the same conditional UPDATE a buyer's cancel and the
-expiry sweep race with: one of them wins, on the order row). When it cannot pay
-(the order expired, was cancelled or failed, another payment already paid it,
-another order holds this payment id, or MySQL knows no such order) the money
-was still taken by the provider: the capture is recorded as a PaymentRefund,
-once per payment id (a unique key), and the provider gets a 2xx so it stops
-retrying. A refund record moves no bucket, so no unit is ever sold twice.
+expiry sweep race with: one of them wins, on the order row), and only when it
+took exactly what the order costs (its amount and currency, recorded at the
+reservation). When it cannot pay (another amount or currency, the order
+expired, was cancelled or failed, another payment already paid it, another
+order holds this payment id, or MySQL knows no such order) the money was still
+taken by the provider: the capture is recorded as a PaymentRefund of what was
+captured, once per payment id (a unique key), and the provider gets a 2xx so
+it stops retrying. A refund record moves no bucket, so no unit is ever sold
+twice, and a payment id recorded as a refund never pays any order.
+
+An order the gate accepted (202) whose confirm has not reached MySQL yet is
+not unknown: its capture is answered 409 not_yet with Retry-After and nothing
+is recorded, so the provider's retry finds the order confirmed.
 
 A retried callback is harmless either way: a capture already recorded as a
 refund (same payment id, same order) answers that record again without trying
@@ -31,8 +38,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from core.errors import AlreadyPaid, BadSignature, NotPayable, PaymentByProvider, PaymentIdReused
+from core.errors import (
+    AlreadyPaid, BadSignature, NotPayable, NotYet, PaymentByProvider, PaymentIdReused, Unavailable,
+)
 from core.metrics import payment_refund_counted
+from core.redis import RedisError
+from orders import selectors
 from orders.models import Order, PaymentRefund
 from orders.services.life import order_pay
 
@@ -107,21 +118,37 @@ _CLOSED_REASONS = {Order.Status.CANCELLED: PaymentRefund.Reason.ORDER_CANCELLED,
                    Order.Status.FAILED: PaymentRefund.Reason.ORDER_FAILED}
 
 
-def payment_capture(*, order_id: str, payment_id: str) -> Capture:
-    """The provider captured `payment_id` for `order_id`: pay the order, or
-    record the refund to make. Idempotent by payment id (see the module)."""
-    # A retry of a capture already recorded answers that record, without paying
-    # (the money is due back). Only for the same order: the order this payment
-    # id did pay still answers its payment when the provider retries it.
-    recorded = PaymentRefund.objects.filter(payment_id=payment_id, order_ref=order_id).values_list(
-        "reason", "order_status").first()
+def payment_capture(*, order_id: str, payment_id: str, amount: Decimal, currency: str) -> Capture:
+    """The provider captured `amount` in `currency` with `payment_id` for
+    `order_id`: pay the order, or record the refund to make. Idempotent by
+    payment id (see the module). An order the gate still holds in flight
+    raises NotYet (the provider sends the capture again); Redis being away
+    then raises Unavailable: neither records anything."""
+    paid = Order.objects.filter(pk=order_id, payment_id=payment_id).values_list("status", flat=True).first()
+    if paid is not None:
+        # The capture that paid this order, retried (whatever came since).
+        return Capture(order_id, payment_id, paid)
+    recorded = PaymentRefund.objects.filter(payment_id=payment_id).values_list(
+        "order_ref", "reason", "order_status").first()
     if recorded is not None:
-        return Capture(order_id, payment_id, recorded[1] or None, recorded[0])
-    order = Order.objects.filter(pk=order_id).values_list("user_id", "quantity", "sku__price").first()
+        # A retry answers its record, without paying (the money is due back).
+        # The same payment id named for another order pays nothing either: it
+        # is one capture, already money to send back.
+        ref, reason, status = recorded
+        if ref == order_id:
+            return Capture(order_id, payment_id, status or None, reason)
+        return Capture(order_id, payment_id, None, PaymentRefund.Reason.PAYMENT_ID_REUSED)
+    order = _order_of_capture(order_id)
+    captured = {"amount": amount, "currency": currency}
     if order is None:
-        return _refund_record(order_ref=order_id, payment_id=payment_id, reason=PaymentRefund.Reason.UNKNOWN_ORDER)
-    user_id, quantity, price = order
-    amount = price * quantity if price is not None else None
+        return _refund_record(order_ref=order_id, payment_id=payment_id, reason=PaymentRefund.Reason.UNKNOWN_ORDER,
+                              **captured)
+    user_id, cost, order_currency, status = order
+    if amount != cost or currency != order_currency:
+        logger.warning("capture %s for order %s took %s %s; the order costs %s %s", payment_id, order_id,
+                       amount, currency, cost, order_currency)
+        return _refund_record(order_ref=order_id, payment_id=payment_id, reason=PaymentRefund.Reason.AMOUNT_MISMATCH,
+                              order_status=status, order_pk=order_id, **captured)
     try:
         paid = order_pay(user_id=user_id, order_id=order_id, payment_id=payment_id)
     except AlreadyPaid:
@@ -136,17 +163,39 @@ def payment_capture(*, order_id: str, payment_id: str) -> Capture:
     else:
         return Capture(order_id, payment_id, paid.status)
     return _refund_record(order_ref=order_id, payment_id=payment_id, reason=reason, order_status=status,
-                          amount=amount, order_pk=order_id)
+                          order_pk=order_id, **captured)
 
 
-def _refund_record(*, order_ref: str, payment_id: str, reason: str, order_status: str = "",
-                   amount: Decimal | None = None, order_pk: str | None = None) -> Capture:
+def _order_of_capture(order_id: str) -> tuple | None:
+    """(user, amount, currency, status) of the order MySQL has. An order not
+    there yet but held in flight by the gate is NotYet: its confirm is coming,
+    and recording the capture as for an unknown order would lose the payment.
+    MySQL is read again after Redis: the confirm commits, then settles Redis,
+    and may have done both between the two reads."""
+    def stored():
+        return Order.objects.filter(pk=order_id).values_list("user_id", "amount", "currency", "status").first()
+
+    order = stored()
+    if order is not None:
+        return order
+    try:
+        in_flight = selectors.order_in_flight(order_id=order_id)
+    except RedisError:
+        raise Unavailable() from None
+    if in_flight is not None:
+        raise NotYet(order_id=order_id)
+    return stored()
+
+
+def _refund_record(*, order_ref: str, payment_id: str, reason: str, amount: Decimal, currency: str,
+                   order_status: str = "", order_pk: str | None = None) -> Capture:
     """Insert the refund to make, once: a concurrent copy of the same callback
     meets the unique payment id and answers the record the first one wrote."""
     try:
         with transaction.atomic():
             PaymentRefund.objects.create(payment_id=payment_id, order_id=order_pk, order_ref=order_ref,
-                                         reason=reason, order_status=order_status, amount=amount)
+                                         reason=reason, order_status=order_status, amount=amount,
+                                         currency=currency)
     except IntegrityError:
         reason, order_status = PaymentRefund.objects.filter(payment_id=payment_id).values_list(
             "reason", "order_status").get()

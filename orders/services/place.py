@@ -16,7 +16,7 @@ from core.errors import (
 )
 from core.redis import RedisError, ShardDown, run_together
 from inventory import messages
-from inventory.domain import Reservation
+from inventory.domain import Reservation, order_tag
 from inventory.redis import gate
 from inventory.redis.gate import ReserveResult
 from inventory.redis.keys import ReleaseOutcome, Reserve
@@ -72,7 +72,7 @@ def order_place(*, user_id: int, token: str, sku_id: str, quantity: int, idempot
     if _sold_out_until.get(sku_id, 0.0) > time.monotonic():
         # A key never used before cannot be a retry: "sold out" is its answer.
         raise SoldOut(sku_id=sku_id)
-    order_id = uuid.uuid4().hex
+    order_id = order_id_new(sku_id=sku_id)
     try:
         # One round trip: claim the key in the token's slot, reserve in the SKU's.
         # Of two requests with the same key, exactly one claim wins.
@@ -91,6 +91,13 @@ def order_place(*, user_id: int, token: str, sku_id: str, quantity: int, idempot
             _release_quietly(sku_id, order_id)
         return _place_again(click, other)
     return _finish(click, order_id, result)
+
+
+def order_id_new(*, sku_id: str) -> str:
+    """32 hex digits: the SKU's order tag, then 24 random ones (96 bits, of
+    which uuid4 fixes two nibbles). The tag lets the payment webhook find an
+    order still in flight from its id alone (orders.selectors.order_in_flight)."""
+    return order_tag(sku_id) + uuid.uuid4().hex[8:]
 
 
 def _place_again(click: _Click, prior: KeyClaim) -> PlacedOrder:
@@ -119,7 +126,7 @@ def _finish(click: _Click, order_id: str, result: ReserveResult) -> PlacedOrder:
         result = _warm_and_reserve(click, order_id)
     if result.code is Reserve.OK:
         reservation = Reservation(order_id, click.sku_id, click.user_id, click.quantity, click.key,
-                                  result.reserved_ms, result.epoch)
+                                  result.reserved_ms, result.epoch, result.unit_price)
         _publish_or_release(click, reservation)
         return PlacedOrder(order_id, click.sku_id, click.quantity, created=True, reserved_ms=result.reserved_ms)
     if result.code is Reserve.DUPLICATE:

@@ -111,10 +111,15 @@ def sale_with_kill(web, make_sku, make_buyers, pick_node, *, stock: int = 200) -
     killed: list[tuple[float, int]] = []
     pids = {port: node_pid(port) for port in ports()}  # looked up before: the kill lands at once
 
+    def sold() -> int:
+        return sum(1 for c in clicks for a in c.answers if a[2] == 202)
+
     def land() -> None:
-        wait_until(lambda: sum(1 for c in clicks for a in c.answers if a[2] == 202) >= 20, timeout=60,
-                   interval=0.01, what="the sale under way")
+        # The node is chosen once the first sale made the connections (reading
+        # them takes a while on a loaded machine), so the kill lands at 20 sold.
+        wait_until(lambda: sold() >= 1, timeout=60, interval=0.01, what="the sale under way")
         port = pick_node()
+        wait_until(lambda: sold() >= 20, timeout=60, interval=0.01, what="20 sold")
         os.kill(pids[port], signal.SIGKILL)
         killed.append((time.monotonic(), port))
 

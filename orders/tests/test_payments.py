@@ -4,8 +4,6 @@ recorded once as a refund to make and moves no unit, and ops close refunds in
 the admin. Real MariaDB, Redis, RabbitMQ and a real worker confirming orders."""
 from __future__ import annotations
 
-import hashlib
-import hmac
 import http.client
 import json
 import re
@@ -24,9 +22,9 @@ from django.test import Client
 from django.utils import timezone
 
 from testsupport.factories import unique
-from testsupport.http import place as buy
+from testsupport.payments import PRICE, SECRET, URL, capture, hook, sign
 from testsupport.processes import start_web
-from testsupport.stores import assert_balanced, confirmed, gives_applied, moves_applied, settled
+from testsupport.stores import assert_balanced, gives_applied, moves_applied, settled
 from core.errors import BadSignature, NotCancellable
 from inventory.redis import live as redis_live
 from inventory.models import Sku
@@ -35,53 +33,14 @@ from orders.services import life, payments
 
 pytestmark = pytest.mark.worker
 
-URL = "/api/v1/payments/webhook"
-SECRET = "whsec-" + "Hq4r" * 10
-
-
-def sign(raw: bytes, *, secret: str = SECRET, t: int | None = None) -> str:
-    """The header as a provider computes it, independently of the code under test."""
-    t = int(time.time()) if t is None else t
-    digest = hmac.new(secret.encode(), f"{t}.".encode() + raw, hashlib.sha256).hexdigest()
-    return f"t={t},v1={digest}"
-
-
-def capture(order_id: str, payment_id: str, *, status: str = "captured") -> bytes:
-    return json.dumps({"order_id": order_id, "payment_id": payment_id, "status": status}).encode()
-
-
-def hook(raw: bytes, signature: str | None = "sign", **extra):
-    """POST the webhook in this process (the site's handler, CSRF checks on)."""
-    headers = {} if signature is None else {"HTTP_SECKILL_SIGNATURE": sign(raw) if signature == "sign" else signature}
-    return Client(enforce_csrf_checks=True).post(URL, data=raw, content_type="application/json",
-                                                 **headers, **extra)
-
-
-@pytest.fixture
-def webhook_on(settings):
-    settings.SECKILL_PAYMENT_WEBHOOK_SECRET = SECRET
-
-
-@pytest.fixture
-def pending(api, make_sku, make_buyers, worker):
-    """Orders confirmed by the worker, PENDING_PAYMENT: (sku, [(order_id, client)])."""
-    def make(n: int = 1, *, stock: int | None = None):
-        sku = make_sku(stock=stock or n + 1, per_user_limit=1, price=Decimal("12.50"))
-        out = []
-        for _, token in make_buyers(n):
-            client = api(token)
-            oid = buy(client, sku.sku_id)
-            out.append((oid, client))
-        for oid, _ in out:
-            confirmed(oid)
-        return sku, out
-
-    return make
-
-
 def buckets(sku_id: str) -> tuple[int, int, int, int, int]:
     sku = Sku.objects.get(pk=sku_id)
     return sku.total_stock, sku.available_stock, sku.frozen_stock, sku.locked_stock, sku.sold_stock
+
+
+def pay_now(order_id: str, payment_id: str) -> payments.Capture:
+    """The capture service called directly, for what one unit at PRICE costs."""
+    return payments.payment_capture(order_id=order_id, payment_id=payment_id, amount=PRICE, currency="CNY")
 
 
 def pid() -> str:
@@ -248,7 +207,8 @@ def test_a_payment_id_another_order_holds_and_an_unknown_order_are_refunds(pendi
         unknown = hook(capture(nowhere, q))
         assert unknown.status_code == 200 and unknown.json()["refund_reason"] == "unknown_order", unknown.content
     refund = PaymentRefund.objects.get(payment_id=q)
-    assert (refund.order_id, refund.order_ref, refund.amount) == (None, nowhere, None)
+    # the refund to make is what the provider took
+    assert (refund.order_id, refund.order_ref, refund.amount, refund.currency) == (None, nowhere, PRICE, "CNY")
     assert PaymentRefund.objects.get(payment_id=p).order_id == b
 
 
@@ -267,7 +227,7 @@ def test_capture_racing_cancel_and_expiry_has_one_winner_each(pending, webhook_o
             gate.wait(5)
             try:
                 if kind == "capture":
-                    results[oid][kind] = payments.payment_capture(order_id=oid, payment_id=captured[oid]).outcome
+                    results[oid][kind] = pay_now(oid, captured[oid]).outcome
                 elif kind == "cancel":
                     life.order_cancel(user_id=owner[oid], order_id=oid)
                     results[oid][kind] = "cancelled"
@@ -392,7 +352,7 @@ def refund_for_cancelled(pending) -> PaymentRefund:
     sku, [(oid, client)] = pending(1)
     assert client.post(f"/api/v1/orders/{oid}/cancel").status_code == 200
     p = pid()
-    assert payments.payment_capture(order_id=oid, payment_id=p).refund_reason == "order_cancelled"
+    assert pay_now(oid, p).refund_reason == "order_cancelled"
     return PaymentRefund.objects.get(payment_id=p)
 
 

@@ -6,9 +6,11 @@ checkout runs without any configuration file.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from .env import env_bool, env_int, parse_cluster_credentials, parse_cluster_url, parse_rate, parse_redis_prefix
 from core.client import parse_trusted_proxies
@@ -280,6 +282,11 @@ IMPORT_EXPORT_ESCAPE_ILLEGAL_CHARS_ON_EXPORT = True
 # POST pay (local demo, tests, benchmark) is refused when SECKILL_BUYER_PAY=0.
 SECKILL_PAYMENT_WEBHOOK_SECRET = os.environ.get("SECKILL_PAYMENT_WEBHOOK_SECRET", "")
 SECKILL_BUYER_PAY = env_bool("SECKILL_BUYER_PAY", True)
+# The shop's currency (ISO 4217): every order records it beside its amount, and
+# a capture in another currency pays nothing (a refund to make).
+SECKILL_CURRENCY = os.environ.get("SECKILL_CURRENCY", "CNY")
+if not re.fullmatch(r"[A-Z]{3}", SECKILL_CURRENCY):
+    raise ImproperlyConfigured(f"SECKILL_CURRENCY must be an ISO 4217 code (three capitals), not {SECKILL_CURRENCY!r}")
 # Demo users (seed_demo) exist only where a settings module allows them.
 SECKILL_DEMO_USERS = False
 
