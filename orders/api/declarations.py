@@ -10,8 +10,8 @@ from core.api import (
     merge_answers, refusal, text_pattern,
 )
 from core.errors import (
-    AlreadyPaid, BadSignature, IdempotencyKeyRequired, IdempotencyKeyReused, LimitReached, NotCancellable,
-    NotPayable, OrderNotFound, PaymentByProvider, PaymentIdReused, SaleNotActive, SkuNotFound, SoldOut,
+    AlreadyPaid, BadSignature, IdempotencyKeyInvalid, IdempotencyKeyRequired, IdempotencyKeyReused, LimitReached,
+    NotCancellable, NotPayable, OrderNotFound, PaymentByProvider, PaymentIdReused, SaleNotActive, SkuNotFound, SoldOut,
 )
 from inventory.api.declarations import SKU_ID, SKU_ID_MAX  # noqa: F401  (SKU_ID_MAX: by name, for others)
 from orders.models import Order
@@ -28,7 +28,9 @@ PAYMENT_ID = Text(PAYMENT_ID_MAX, text_pattern(PAYMENT_ID_MAX), nullable=True,
 IDEMPOTENCY_KEY = Param(
     "Idempotency-Key", "header", Text(KEY_MAX, ascii_pattern(KEY_MAX)),
     description="Opaque and case-sensitive, scoped to the user across SKUs: the same key again returns the same "
-                "order (422 with another body). Only a request that took stock claims it.")
+                "order (422 with another body). Only a request that took stock claims it. Absent: 400 "
+                "idempotency_key_required; present but empty, over 64 characters or with a character outside "
+                "visible ASCII (spaces inside only): 400 idempotency_key_invalid, the detail says which.")
 ORDER_ID = Param("order_id", "path", Text(32, ORDER_ID_PATTERN, min_length=32),
                  description="Any other value is 404 not_found.")
 
@@ -100,19 +102,21 @@ _ORDER_LINKS = {202: {
 }}
 _NOT_FOUND = refusal(OrderNotFound, description="No such order of this user (also another user's, or a malformed "
                                                 "id).")
-_KEY_MISSING = Answer(400, "No valid Idempotency-Key.", codes=(IdempotencyKeyRequired.code,))
+_KEY_REFUSED = Answer(400, "No Idempotency-Key (idempotency_key_required), or one that cannot be a key "
+                           "(idempotency_key_invalid: the detail says what is wrong with it).",
+                      codes=(IdempotencyKeyRequired.code, IdempotencyKeyInvalid.code))
 
 PLACE = Operation(
     "placeOrder", "POST", "orders", "Buy: take stock in the Redis gate, confirm in MySQL later",
     params=(IDEMPOTENCY_KEY,), body=PURCHASE_BODY, tags=("orders",), links=_ORDER_LINKS,
     answers=merge_answers(
-        Answer(202, "Taken (or what this key made before).", "OrderAccepted"), *BODY_ANSWERS, _KEY_MISSING,
+        Answer(202, "Taken (or what this key made before).", "OrderAccepted"), *BODY_ANSWERS, _KEY_REFUSED,
         *AUTH_ANSWERS, *refusal(SkuNotFound, SoldOut, LimitReached, SaleNotActive, IdempotencyKeyReused),
         UNAVAILABLE))
 BASELINE = Operation(
     "baseline", "POST", "baseline", "Everything a purchase does before the take, then 202 VALIDATED (benchmark)",
     params=(IDEMPOTENCY_KEY,), body=PURCHASE_BODY, tags=("orders",),
-    answers=merge_answers(Answer(202, "Valid; nothing taken.", "BaselineAccepted"), *BODY_ANSWERS, _KEY_MISSING,
+    answers=merge_answers(Answer(202, "Valid; nothing taken.", "BaselineAccepted"), *BODY_ANSWERS, _KEY_REFUSED,
                           *AUTH_ANSWERS, UNAVAILABLE))
 LIST = Operation(
     "listOrders", "GET", "orders", "The caller's orders, newest first, 20 a page", params=(PAGE,), tags=("orders",),
