@@ -226,7 +226,8 @@ def start_web(process_env, *, name: str = "web", server: str = "granian", worker
     to its environment; returns once it listens (`.port`)."""
     port = port or free_port()
     env = dict(process_env, SECKILL_WEB_LISTEN=f"127.0.0.1:{port}", GUNICORN_BIND=f"127.0.0.1:{port}",
-               WEB_CONCURRENCY=str(workers), SECKILL_THROTTLE_RATE="0", **extra)
+               WEB_CONCURRENCY=str(workers), SECKILL_THROTTLE_RATE="0", SECKILL_ORDER_CALLS_RATE="0")
+    env.update(extra)  # a test may turn a rate back on
     proc = Proc(WEB_SERVERS[server], env, ROOT / "var" / "test-logs" / f"{name}.log").start()
 
     def up() -> bool:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from core.api import (
-    AUTH_ANSWERS, BODY_ANSWERS, PAGE, UNAVAILABLE, Answer, Body, Field, Operation, Param, Text, Whole, ascii_pattern,
-    merge_answers, refusal, text_pattern,
+    BODY_ANSWERS, PAGE, UNAUTHENTICATED, UNAVAILABLE, Answer, Body, Field, Operation, Param, Text, Whole,
+    ascii_pattern, merge_answers, refusal, text_pattern, throttled,
 )
 from core.errors import (
     AlreadyPaid, BadSignature, IdempotencyKeyInvalid, IdempotencyKeyRequired, IdempotencyKeyReused, LimitReached,
@@ -102,6 +102,11 @@ _ORDER_LINKS = {202: {
 }}
 _NOT_FOUND = refusal(OrderNotFound, description="No such order of this user (also another user's, or a malformed "
                                                 "id).")
+# Each call spends from one of the user's budgets, in the round trip that
+# authenticates its token (accounts.authentication).
+PURCHASE_AUTH = (UNAUTHENTICATED, throttled("purchases (SECKILL_THROTTLE_RATE)"))
+ORDER_CALL_AUTH = (UNAUTHENTICATED, throttled("order calls, pay, cancel, list and detail together "
+                                              "(SECKILL_ORDER_CALLS_RATE)"))
 _KEY_REFUSED = Answer(400, "No Idempotency-Key (idempotency_key_required), or one that cannot be a key "
                            "(idempotency_key_invalid: the detail says what is wrong with it).",
                       codes=(IdempotencyKeyRequired.code, IdempotencyKeyInvalid.code))
@@ -111,31 +116,31 @@ PLACE = Operation(
     params=(IDEMPOTENCY_KEY,), body=PURCHASE_BODY, tags=("orders",), links=_ORDER_LINKS,
     answers=merge_answers(
         Answer(202, "Taken (or what this key made before).", "OrderAccepted"), *BODY_ANSWERS, _KEY_REFUSED,
-        *AUTH_ANSWERS, *refusal(SkuNotFound, SoldOut, LimitReached, SaleNotActive, IdempotencyKeyReused),
+        *PURCHASE_AUTH, *refusal(SkuNotFound, SoldOut, LimitReached, SaleNotActive, IdempotencyKeyReused),
         UNAVAILABLE))
 BASELINE = Operation(
     "baseline", "POST", "baseline", "Everything a purchase does before the take, then 202 VALIDATED (benchmark)",
     params=(IDEMPOTENCY_KEY,), body=PURCHASE_BODY, tags=("orders",),
     answers=merge_answers(Answer(202, "Valid; nothing taken.", "BaselineAccepted"), *BODY_ANSWERS, _KEY_REFUSED,
-                          *AUTH_ANSWERS, UNAVAILABLE))
+                          *PURCHASE_AUTH, UNAVAILABLE))
 LIST = Operation(
     "listOrders", "GET", "orders", "The caller's orders, newest first, 20 a page", params=(PAGE,), tags=("orders",),
-    answers=merge_answers(Answer(200, "A page.", "OrderPage"), *AUTH_ANSWERS,
+    answers=merge_answers(Answer(200, "A page.", "OrderPage"), *ORDER_CALL_AUTH,
                           *refusal(OrderNotFound, description="No such page."), UNAVAILABLE))
 DETAIL = Operation(
     "getOrder", "GET", "orders/{order_id}", "One of the caller's orders", params=(ORDER_ID,), tags=("orders",),
-    answers=merge_answers(Answer(200, "The order.", "Order"), *AUTH_ANSWERS, *_NOT_FOUND, UNAVAILABLE))
+    answers=merge_answers(Answer(200, "The order.", "Order"), *ORDER_CALL_AUTH, *_NOT_FOUND, UNAVAILABLE))
 PAY = Operation(
     "payOrder", "POST", "orders/{order_id}/pay", "PENDING_PAYMENT -> PAID (local demo, tests; SECKILL_BUYER_PAY)",
     params=(ORDER_ID,), body=PAY_BODY, tags=("orders",),
     answers=merge_answers(
         Answer(200, "Paid (also when it was, with the same payment id or none).", "Order"), *BODY_ANSWERS,
-        *AUTH_ANSWERS, *_NOT_FOUND, *refusal(NotPayable, PaymentIdReused, AlreadyPaid, PaymentByProvider),
+        *ORDER_CALL_AUTH, *_NOT_FOUND, *refusal(NotPayable, PaymentIdReused, AlreadyPaid, PaymentByProvider),
         UNAVAILABLE))
 CANCEL = Operation(
     "cancelOrder", "POST", "orders/{order_id}/cancel", "PENDING_PAYMENT -> CANCELLED; the units go back",
     params=(ORDER_ID,), tags=("orders",), description="Reads no body.",
-    answers=merge_answers(Answer(200, "Cancelled (also when it was).", "Order"), *AUTH_ANSWERS, *_NOT_FOUND,
+    answers=merge_answers(Answer(200, "Cancelled (also when it was).", "Order"), *ORDER_CALL_AUTH, *_NOT_FOUND,
                           *refusal(NotCancellable), UNAVAILABLE))
 SIGNATURE = Param("Seckill-Signature", "header",
                   Text(560, "^t=[0-9]{1,12}(?:,v1=[0-9a-f]{64}){1,8}$", min_length=72),
