@@ -3,8 +3,10 @@
 The token record is written when a token or its user changes (accounts.signals)
 and filled from MySQL after a miss (for example after Redis lost its data, or
 after the record's lifetime). The same round trip also fetches what the
-request's Idempotency-Key already made, and spends from the user's purchase
-budget (SECKILL_THROTTLE_RATE) for the views that ask for it.
+request's Idempotency-Key already made, and spends from one of the user's
+budgets for the calls that name it: purchases (SECKILL_THROTTLE_RATE) or
+order calls (SECKILL_ORDER_CALLS_RATE: pay, cancel, list, detail), so no call
+that reads a body or MySQL can be sent in bulk by one user.
 
 Only a token Redis does not hold meets the unknown-token limit, counted per
 client address (core.client): a record in use is read again from MySQL before
@@ -30,6 +32,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
 from accounts import token_cache
+from accounts.token_cache import Budget
 from core.client import client_address
 from core.errors import Unavailable
 
@@ -72,11 +75,15 @@ class Throttled(exceptions.Throttled):
     default_detail = "Too many requests."
 
 
-def authenticate_request(meta: dict, *, purchase: bool) -> tuple[CachedUser, TokenInfo] | None:
+# The rate each budget is spent at (settings parsed as (bucket, ms per request)).
+_RATES = {Budget.PURCHASES: "SECKILL_THROTTLE", Budget.ORDER_CALLS: "SECKILL_ORDER_CALLS"}
+
+
+def authenticate_request(meta: dict, *, budget: Budget | None) -> tuple[CachedUser, TokenInfo] | None:
     """The token of a request's headers (WSGI `META`): its user and what its
-    Idempotency-Key made, in one Redis round trip; a purchase also spends from
-    the user's budget. None without an Authorization header of this scheme.
-    Raises AuthenticationFailed or Throttled."""
+    Idempotency-Key made, in one Redis round trip that also spends one call
+    from the user's `budget` (none: nothing spent). None without an
+    Authorization header of this scheme. Raises AuthenticationFailed or Throttled."""
     auth = get_authorization_header_of(meta).split()
     if not auth or auth[0].lower() != b"token":
         return None
@@ -91,14 +98,15 @@ def authenticate_request(meta: dict, *, purchase: bool) -> tuple[CachedUser, Tok
     idem = meta.get("HTTP_IDEMPOTENCY_KEY") or None
     if idem is not None and not (1 <= len(idem) <= 64):
         idem = None
-    bucket, every_ms = settings.SECKILL_THROTTLE if purchase else (0, 0)
-    found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
+    bucket, every_ms = getattr(settings, _RATES[budget]) if budget is not None else (0, 0)
+    spend = dict(bucket=bucket, every_ms=every_ms, budget=budget or Budget.PURCHASES)
+    found = token_cache.authorize(token=token, idempotency_key=idem, **spend)
     if found.user_blob is None:
-        uncached = _fill_from_mysql(token, meta, since_ms=found.now_ms, purchase=purchase)
+        uncached = _fill_from_mysql(token, meta, since_ms=found.now_ms, purchase=budget is Budget.PURCHASES)
         if uncached is not None:  # the token's shard lost its claims and their fence stands
             found = replace(found, user_blob=uncached)
         else:
-            found = token_cache.authorize(token=token, idempotency_key=idem, bucket=bucket, every_ms=every_ms)
+            found = token_cache.authorize(token=token, idempotency_key=idem, **spend)
             if found.user_blob is None:  # the fill took too long to be trusted (token_cache.FILL_BUDGET_MS)
                 raise Unavailable()
     elif found.refresh:
@@ -196,12 +204,11 @@ def _refreshed(token: str, found: token_cache.AuthLookup) -> token_cache.AuthLoo
 
 
 class CachedTokenAuthentication(TokenAuthentication):
-    """DRF's view of `authenticate_request`: views that set `purchase_throttle`
-    spend from the user's purchase budget on POST."""
+    """DRF's view of `authenticate_request`: a view that names a `budget`
+    (accounts.token_cache.Budget) spends from it on every call."""
 
     keyword = "Token"
 
     def authenticate(self, request):
         view = (request.parser_context or {}).get("view")
-        purchase = request.method == "POST" and getattr(view, "purchase_throttle", False)
-        return authenticate_request(request.META, purchase=purchase)
+        return authenticate_request(request.META, budget=getattr(view, "budget", None))

@@ -14,7 +14,10 @@ All keys of one token share the hash tag `{<token digest>}` (one Cluster slot):
 - the claims, hash Idempotency-Key -> KeyClaim: what each key of the token (its
   user) made, read in the same round trip as the authentication, so a retry is
   answered with its first order and another body with 422, whatever the SKU;
-- the purchase token bucket (lua/authorize.lua).
+- the user's two budgets, token buckets spent in the authorizing round trip
+  (lua/authorize.lua): purchases (`rate`) and order calls (`calls`: pay,
+  cancel, list, detail), so a flood of either costs one Redis call each and
+  cannot spend the other.
 
 A fill from MySQL never overrides what is newer (lua/token_fill.lua): a read
 that started before an authoritative write, or that met a deletion's "-", is
@@ -80,18 +83,32 @@ class ClaimsFencePass(enum.IntEnum):
     WAITING = 2   # this partition's copy passed; another partition's is still to pass
 
 
+class Budget(enum.Enum):
+    """A per-user budget a call spends from; the value names its key."""
+
+    PURCHASES = "rate"     # POST orders (and the baseline): SECKILL_THROTTLE_RATE
+    ORDER_CALLS = "calls"  # pay, cancel, list, detail: SECKILL_ORDER_CALLS_RATE
+
+
 @dataclass(frozen=True)
 class TokenKeys:
     record: str
     claims: str
     rate: str
     fill: str
+    calls: str
+
+    def budget(self, which: Budget) -> str:
+        return self.rate if which is Budget.PURCHASES else self.calls
 
 
 @lru_cache(maxsize=65536)
 def token_keys(token: str) -> TokenKeys:
+    # One hash tag for them all: on a Redis Cluster every key of a token is in
+    # its slot, so the authorizing script may touch any of them.
     tag = f"{key('auth')}:{{{hashlib.sha256(token.encode()).hexdigest()}}}"
-    return TokenKeys(record=tag, claims=f"{tag}:keys", rate=f"{tag}:rate", fill=f"{tag}:fill")
+    return TokenKeys(record=tag, claims=f"{tag}:keys", rate=f"{tag}:rate", fill=f"{tag}:fill",
+                     calls=f"{tag}:calls")
 
 
 def _ms(setting: str) -> int:
@@ -122,20 +139,22 @@ class KeyClaim:
 class AuthLookup:
     user_blob: str | None  # None: Redis does not know the token
     prior: KeyClaim | None
-    wait_ms: int = 0       # > 0: over the purchase rate, try again after this
+    wait_ms: int = 0       # > 0: over the budget's rate, try again after this
     now_ms: int = 0        # Redis time of the lookup: a fill's MySQL read starts after it
     refresh: bool = False  # this request is to read the record again from MySQL (token_fill)
 
 
-def authorize(*, token: str, idempotency_key: str | None, bucket: int = 0, every_ms: int = 0) -> AuthLookup:
+def authorize(*, token: str, idempotency_key: str | None, bucket: int = 0, every_ms: int = 0,
+              budget: Budget = Budget.PURCHASES) -> AuthLookup:
     """The token's user and the key's claim; with `bucket` > 0, also spend one
-    purchase from the user's token bucket (refilled one per `every_ms`)."""
+    call from the user's `budget` (a token bucket of `bucket`, refilled one
+    per `every_ms`)."""
     tk = token_keys(token)
     window = int(_ms("SECKILL_TOKEN_CACHE_SECONDS") * REFRESH_SHARE)
     # The lock is held at most half the window: a refresher that failed leaves
     # time for another before the record expires.
     blob, raw, wait, now, refresh = _scripts.get("authorize")(
-        keys=[tk.record, tk.claims, tk.rate, tk.fill],
+        keys=[tk.record, tk.claims, tk.budget(budget), tk.fill],
         args=[idempotency_key or "", bucket, every_ms or 1, window, max(1, min(FILL_BUDGET_MS, window // 2))])
     prior = KeyClaim.parse(raw) if raw is not None else None
     return AuthLookup(None if blob is None else text(blob), prior if prior and prior.live else None, int(wait),
@@ -166,7 +185,8 @@ def user_claims(*, token: str) -> list[KeyClaim]:
 
 def _write(token: str, blob: str, lifetime_ms: int, mode: str) -> bool:
     tk = token_keys(token)
-    raw = _scripts.get("token_write")(keys=[tk.record, tk.claims, tk.rate], args=[blob, lifetime_ms, mode])
+    raw = _scripts.get("token_write")(keys=[tk.record, tk.claims, tk.rate, tk.calls],
+                                      args=[blob, lifetime_ms, mode])
     return TokenWrite(int(raw)) is TokenWrite.WRITTEN
 
 
@@ -193,7 +213,7 @@ def token_revoking(*, token: str) -> None:
 
 
 def token_forget(*, token: str) -> None:
-    """The token is gone from MySQL: its claims and budget go, and its record
+    """The token is gone from MySQL: its claims and budgets go, and its record
     stays a refusal just long enough that no fill which read MySQL before the
     deletion committed can bring it back."""
     _write(token, REFUSED, TOMBSTONE_MS, "forget")

@@ -123,9 +123,10 @@ def _cluster_choice(argv: list[str]) -> str | None:
 
 
 CLUSTER_URL = _cluster_choice(sys.argv[1:])
-# Throttling off: the load generator's buyers click far faster than 10/s each.
+# Throttling off: the load generator's buyers click far faster than 10/s each,
+# and pay or cancel their many orders faster than 20/s each.
 harness.configure(db_name=DB_NAME, redis_db=REDIS_DB, queue="seckill-bench", web_db_user="seckill_bench_web",
-                  extra_env={"SECKILL_THROTTLE_RATE": "0"}, redis_url=CLUSTER_URL,
+                  extra_env={"SECKILL_THROTTLE_RATE": "0", "SECKILL_ORDER_CALLS_RATE": "0"}, redis_url=CLUSTER_URL,
                   redis_prefix=CLUSTER_PREFIX if CLUSTER_URL else None)
 
 from benchmarks import loadgen, wrk  # noqa: E402

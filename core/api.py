@@ -396,9 +396,17 @@ RETRY_AFTER = ("Retry-After", {"type": "integer", "minimum": 1, "description": "
 UNAUTHENTICATED = Answer(401, "No token, a token of another scheme, or a wrong one.",
                          codes=(DRF_CODES[exceptions.NotAuthenticated], DRF_CODES[exceptions.AuthenticationFailed]),
                          headers=(("WWW-Authenticate", {"type": "string", "enum": ["Token"]}, True),))
-THROTTLED = Answer(429, "Over a rate: this user's purchases (SECKILL_THROTTLE_RATE) or this address's failed "
-                        "authentications. Nothing was taken.",
-                   codes=(DRF_CODES[exceptions.Throttled],), headers=(RETRY_AFTER,))
+
+
+def throttled(budget: str = "") -> Answer:
+    """429: over this address's failed authentications, or over the user's
+    `budget` (its words and setting) when the operation spends from one."""
+    over = f"this user's {budget}, or " if budget else ""
+    return Answer(429, f"Over a rate: {over}this address's failed authentications. Nothing was taken or changed.",
+                  codes=(DRF_CODES[exceptions.Throttled],), headers=(RETRY_AFTER,))
+
+
+THROTTLED = throttled()
 UNAVAILABLE = Answer(503, "A backing store (MySQL, Redis, the broker) is down: nothing was taken. "
                           "The only 5xx a client sees.", codes=(Unavailable.code,))
 INVALID = Answer(400, "The body is not JSON, is hostile (nesting over 32 levels, a number over 64 characters, "

@@ -43,6 +43,13 @@ class IdempotencyKeyRequired(DomainError):
     code, http_status, message = "idempotency_key_required", 400, "Header Idempotency-Key (1..64 chars) is required."
 
 
+class IdempotencyKeyInvalid(DomainError):
+    """An Idempotency-Key header that is there but cannot be a key; the detail
+    names what is wrong with it (orders.api.input.key_problems)."""
+
+    code, http_status, message = "idempotency_key_invalid", 400, "Header Idempotency-Key is not a valid key."
+
+
 class IdempotencyKeyReused(DomainError):
     code, http_status, message = "idempotency_key_reused", 422, "This Idempotency-Key was used with a different body."
 

@@ -28,9 +28,11 @@ def sign_bytes(body: bytes) -> str:
 def verify_bytes(body: bytes, signature: Any) -> bytes:
     if not isinstance(signature, (str, bytes)):
         raise BadSignature("unsigned message")
-    if isinstance(signature, bytes):
-        signature = signature.decode("ascii", "replace")
-    if not hmac.compare_digest(sign_bytes(body), signature):
+    # Bytes on both sides: compare_digest refuses a str holding anything but
+    # ASCII with TypeError, and the signature comes from outside (a header of
+    # a message anyone on the broker may publish, a task argument).
+    given = signature.encode("utf-8", "replace") if isinstance(signature, str) else signature
+    if not hmac.compare_digest(sign_bytes(body).encode(), given):
         raise BadSignature("signature mismatch")
     return body
 

@@ -82,12 +82,20 @@ def run_detail(request, run_id: int):
 def metrics(request):
     """Prometheus text format. A bearer token (SECKILL_METRICS_TOKEN) or a
     staff login that may read the report; 403 otherwise (a scraper gets no
-    login page)."""
-    token = settings.SECKILL_METRICS_TOKEN
-    presented = request.META.get("HTTP_AUTHORIZATION", "").removeprefix("Bearer ").strip()
-    # Bytes, not str: a header with non-ASCII characters is refused, not an error.
-    allowed = (token and hmac.compare_digest(presented.encode("utf-8", "replace"), token.encode())) or (
-        request.user.is_authenticated and request.user.is_staff and request.user.has_perm(REPORT_PERMISSION))
+    login page).
+
+    A request with a bearer token is decided by the token alone: it never
+    loads a session (seckill_site.wsgi serves it through the API's chain,
+    which has none), so a scraper costs no MySQL session lookup and a wrong
+    token sent with a made-up session cookie costs none either."""
+    scheme, _, presented = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+    if scheme.lower() == "bearer":
+        token = settings.SECKILL_METRICS_TOKEN
+        # Bytes, not str: a header with non-ASCII characters is refused, not an error.
+        allowed = bool(token) and hmac.compare_digest(presented.strip().encode("utf-8", "replace"), token.encode())
+    else:
+        user = getattr(request, "user", None)
+        allowed = user is not None and user.is_authenticated and user.is_staff and user.has_perm(REPORT_PERMISSION)
     if not allowed:
         return HttpResponseForbidden("metrics: bearer token or a staff login with the report's view permission "
                                      "required\n")

@@ -114,8 +114,9 @@ def build(target: str = DEFAULT_TARGET):
     # granian warns when threads outnumber cores; here most of them wait (the
     # gate's queue) or write refusals, by design: say that instead
     logging.getLogger("_granian").addFilter(_ThreadCountNotice())
-    logger.info("%d threads per worker process: %d run requests, up to %d wait for one, %d answer the rest",
-                webserver.THREADS, webserver.SLOTS, webserver.QUEUE, webserver.SPARE_THREADS)
+    logger.info("%d threads per worker process: %d run requests, up to %d wait for one, %d serve the probes "
+                "(%d each), %d answer the rest", webserver.THREADS, webserver.SLOTS, webserver.QUEUE,
+                webserver.PROBES * webserver.PROBE_SLOTS, webserver.PROBE_SLOTS, webserver.REFUSAL_THREADS)
     metrics_dir, own = webserver.metrics_dir_choose(webserver.BIND)
     server.on_startup(lambda: webserver.metrics_dir_empty(metrics_dir))
     if own:

@@ -35,9 +35,16 @@ WORKERS = _int("WEB_CONCURRENCY", multiprocessing.cpu_count(), 1)
 SLOTS = _int("SECKILL_WEB_THREADS", int(os.environ.get("GUNICORN_THREADS") or 32), 1)
 QUEUE = _int("SECKILL_WEB_QUEUE", 64)
 QUEUE_WAIT_S = _int("SECKILL_WEB_QUEUE_WAIT_MS", 2000) / 1000
-# Threads beyond the gate's slots and queue: a refusal and the health probe
-# (which skips the gate) always find one free.
-SPARE_THREADS = 4
+# The probes (the health check, a metrics scrape by bearer token) skip that
+# gate, so they answer under a full purchase load; each runs at most
+# PROBE_SLOTS at once per process, and any beyond is answered 503 at once, so
+# a flood of probes holds a few threads, never every one (seckill_site.wsgi).
+PROBE_SLOTS = _int("SECKILL_WEB_PROBE_SLOTS", 2, 1)
+PROBES = 2
+# Threads beyond the gate's slots and queue: the probes' slots, and a few from
+# which a refusal is always written at once.
+REFUSAL_THREADS = 2
+SPARE_THREADS = PROBES * PROBE_SLOTS + REFUSAL_THREADS
 THREADS = SLOTS + QUEUE + SPARE_THREADS
 
 # Open connections per worker process, idle keep-alive ones included (granian's

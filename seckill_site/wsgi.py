@@ -36,9 +36,20 @@ class ApiHandler(WSGIHandler):
             settings.MIDDLEWARE = site_middleware
 
 
-# Probes skip the gate: under a flood the health check and the metrics still
-# answer (from the threads the gate leaves spare, seckill_site/webserver.py).
-UNGATED = frozenset({f"{API_PREFIX}health", "/reconciliation/metrics"})
+# The probes skip the gate: under a flood of purchases the health check and a
+# scraper's metrics still answer, from threads the gate leaves spare
+# (seckill_site/webserver.py). Each has a small bound of its own instead, so a
+# flood of probes cannot hold every thread. Only a metrics request with a
+# bearer token is a probe: it is served through the API's chain, with no
+# session, so a made-up token costs no MySQL lookup; a staff browser's
+# (a session) waits at the gate like every other page.
+HEALTH_PATH = f"{API_PREFIX}health"
+METRICS_PATH = "/reconciliation/metrics"
+
+
+def is_bearer(environ) -> bool:
+    """The request presents a bearer token (the scheme is case-insensitive)."""
+    return environ.get("HTTP_AUTHORIZATION", "")[:7].lower() == "bearer "
 
 
 class Application:
@@ -50,13 +61,16 @@ class Application:
         self.site = get_wsgi_application()  # also sets Django up
         self.api = ApiHandler()
         self.gate = admission.Gate(slots=webserver.SLOTS, queue=webserver.QUEUE, wait_s=webserver.QUEUE_WAIT_S)
+        self.probes = {path: admission.Gate(slots=webserver.PROBE_SLOTS, queue=0, wait_s=0)
+                       for path in (HEALTH_PATH, METRICS_PATH)}
         self.db = connections.Lender(keep=webserver.SLOTS)
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
+        probe = self.probes.get(path)
+        if probe is not None and (path == HEALTH_PATH or is_bearer(environ)):
+            return self._probe(probe, environ, start_response)
         handler = self.api if path.startswith(API_PREFIX) else self.site
-        if path in UNGATED:
-            return self._serve(handler, environ, start_response)
         if not self.gate.enter():
             return admission.refuse(start_response)
         admission.held(self.gate)
@@ -65,6 +79,14 @@ class Application:
         finally:
             admission.held(None)
             self.gate.leave()
+
+    def _probe(self, gate: admission.Gate, environ, start_response):
+        if not gate.enter():
+            return admission.refuse(start_response)
+        try:
+            return self._serve(self.api, environ, start_response)
+        finally:
+            gate.leave()
 
     def _serve(self, handler, environ, start_response):
         db = self.db.lend()

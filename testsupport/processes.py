@@ -220,14 +220,19 @@ WEB_SERVERS = {
 
 
 def start_web(process_env, *, name: str = "web", server: str = "granian", workers: int = 3,
-              port: int | None = None, **extra: str) -> Proc:
+              port: int | None = None, target: str | None = None, **extra: str) -> Proc:
     """A real web tier on a free port (or `port`; the default server unless
-    `server` says gunicorn; 3 worker processes, throttling off), `extra` added
-    to its environment; returns once it listens (`.port`)."""
+    `server` says gunicorn; 3 worker processes, throttling off; the project's
+    WSGI application unless `target` names another), `extra` added to its
+    environment; returns once it listens (`.port`)."""
     port = port or free_port()
     env = dict(process_env, SECKILL_WEB_LISTEN=f"127.0.0.1:{port}", GUNICORN_BIND=f"127.0.0.1:{port}",
-               WEB_CONCURRENCY=str(workers), SECKILL_THROTTLE_RATE="0", **extra)
-    proc = Proc(WEB_SERVERS[server], env, ROOT / "var" / "test-logs" / f"{name}.log").start()
+               WEB_CONCURRENCY=str(workers), SECKILL_THROTTLE_RATE="0", SECKILL_ORDER_CALLS_RATE="0")
+    env.update(extra)  # a test may turn a rate back on
+    args = list(WEB_SERVERS[server])
+    if target:
+        args = [a for a in args if a != "seckill_site.wsgi:application"] + [target]
+    proc = Proc(args, env, ROOT / "var" / "test-logs" / f"{name}.log").start()
 
     def up() -> bool:
         try:

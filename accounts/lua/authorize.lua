@@ -1,13 +1,16 @@
---[[ authorize: the purchase path's first round trip, in the token's slot.
+--[[ authorize: an API call's first round trip, in the token's slot.
 Reads the token's user, what the request's Idempotency-Key made before (if
-anything), and spends one unit of the user's purchase budget (a token bucket).
+anything), and spends one unit of one of the user's budgets (a token bucket:
+purchases, or order calls).
 A token Redis does not hold is answered "unknown" and nothing is written.
 A record close to its expiry is handed to one request (the fill lock) to be
 read again from MySQL, so a busy token never falls out of the cache.
 KEYS[1] seckill:auth:{<digest>}        hash "u" -> user blob ("-": refused),
                                        "w" -> ms of the last authoritative write
 KEYS[2] seckill:auth:{<digest>}:keys   hash idempotency key -> claim
-KEYS[3] seckill:auth:{<digest>}:rate   hash "t" tokens left, "ts" last refill (ms)
+KEYS[3] the budget spent from: seckill:auth:{<digest>}:rate (purchases) or
+        seckill:auth:{<digest>}:calls (order calls);
+        hash "t" tokens left, "ts" last refill (ms)
 KEYS[4] seckill:auth:{<digest>}:fill   the fill lock: one refresh at a time
 ARGV[1] idempotency key ("" for none)
 ARGV[2] bucket size (0: no throttle)  ARGV[3] ms to earn back one request

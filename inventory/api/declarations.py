@@ -48,6 +48,10 @@ COMPONENTS = {
                        "results": {"type": "array", "items": {"$ref": "#/components/schemas/Sku"}}},
     },
     "Health": {"type": "object", "required": list(HEALTH_PARTS), "properties": _HEALTH_PROPS},
+    "HealthRefused": {
+        "type": "object", "required": ["code", "detail"],
+        "properties": {"code": {"type": "string", "enum": ["unavailable"]}, "detail": {"type": "string"}},
+    },
     "HealthFailing": {
         "type": "object", "required": [*HEALTH_PARTS, "code", "detail"],
         "properties": {**_HEALTH_PROPS, "code": {"type": "string", "enum": ["unavailable"]},
@@ -65,6 +69,13 @@ SKU_DETAIL = Operation(
 HEALTH = Operation(
     "health", "GET", "health", "Every store and process the API needs (no token)", authenticated=False,
     tags=("health",),
-    answers=(Answer(200, "All ok.", "Health"), Answer(503, "A part is failing.", "HealthFailing")))
+    answers=(Answer(200, "All ok.", "Health"),
+             Answer(503, "A part is failing (the figures, and the failing parts in detail); or more health checks "
+                         "than SECKILL_WEB_PROBE_SLOTS are running in this process, answered at once with the "
+                         "bounded backlog's refusal (code unavailable, Retry-After: 1, no figures).",
+                    {"anyOf": [{"$ref": "#/components/schemas/HealthFailing"},
+                               {"$ref": "#/components/schemas/HealthRefused"}]},
+                    headers=(("Retry-After", {"type": "integer", "minimum": 1,
+                                              "description": "With the refusal only."}, False),))))
 
 OPERATIONS = (SKU_LIST, SKU_DETAIL, HEALTH)

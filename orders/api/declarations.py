@@ -6,12 +6,13 @@ from __future__ import annotations
 from django.conf import settings
 
 from core.api import (
-    AUTH_ANSWERS, BODY_ANSWERS, MONEY_PATTERN, PAGE, RETRY_AFTER, UNAVAILABLE, Answer, Body, Field, Money, Operation,
-    Param, Text, Whole, ascii_pattern, merge_answers, refusal, text_pattern,
+    BODY_ANSWERS, MONEY_PATTERN, PAGE, RETRY_AFTER, UNAUTHENTICATED, UNAVAILABLE, Answer, Body, Field, Money,
+    Operation, Param, Text, Whole, ascii_pattern, merge_answers, refusal, text_pattern, throttled,
 )
 from core.errors import (
-    AlreadyPaid, BadSignature, IdempotencyKeyRequired, IdempotencyKeyReused, LimitReached, NotCancellable,
-    NotPayable, NotYet, OrderNotFound, PaymentByProvider, PaymentIdReused, SaleNotActive, SkuNotFound, SoldOut,
+    AlreadyPaid, BadSignature, IdempotencyKeyInvalid, IdempotencyKeyRequired, IdempotencyKeyReused, LimitReached,
+    NotCancellable, NotPayable, NotYet, OrderNotFound, PaymentByProvider, PaymentIdReused, SaleNotActive, SkuNotFound,
+    SoldOut,
 )
 from inventory.api.declarations import SKU_ID, SKU_ID_MAX  # noqa: F401  (SKU_ID_MAX: by name, for others)
 from orders.models import Order, PaymentRefund
@@ -28,7 +29,9 @@ PAYMENT_ID = Text(PAYMENT_ID_MAX, text_pattern(PAYMENT_ID_MAX), nullable=True,
 IDEMPOTENCY_KEY = Param(
     "Idempotency-Key", "header", Text(KEY_MAX, ascii_pattern(KEY_MAX)),
     description="Opaque and case-sensitive, scoped to the user across SKUs: the same key again returns the same "
-                "order (422 with another body). Only a request that took stock claims it.")
+                "order (422 with another body). Only a request that took stock claims it. Absent: 400 "
+                "idempotency_key_required; present but empty, over 64 characters or with a character outside "
+                "visible ASCII (spaces inside only): 400 idempotency_key_invalid, the detail says which.")
 ORDER_ID = Param("order_id", "path", Text(32, ORDER_ID_PATTERN, min_length=32),
                  description="Any other value is 404 not_found.")
 
@@ -123,38 +126,45 @@ _ORDER_LINKS = {202: {
 }}
 _NOT_FOUND = refusal(OrderNotFound, description="No such order of this user (also another user's, or a malformed "
                                                 "id).")
-_KEY_MISSING = Answer(400, "No valid Idempotency-Key.", codes=(IdempotencyKeyRequired.code,))
+# Each call spends from one of the user's budgets, in the round trip that
+# authenticates its token (accounts.authentication).
+PURCHASE_AUTH = (UNAUTHENTICATED, throttled("purchases (SECKILL_THROTTLE_RATE)"))
+ORDER_CALL_AUTH = (UNAUTHENTICATED, throttled("order calls, pay, cancel, list and detail together "
+                                              "(SECKILL_ORDER_CALLS_RATE)"))
+_KEY_REFUSED = Answer(400, "No Idempotency-Key (idempotency_key_required), or one that cannot be a key "
+                           "(idempotency_key_invalid: the detail says what is wrong with it).",
+                      codes=(IdempotencyKeyRequired.code, IdempotencyKeyInvalid.code))
 
 PLACE = Operation(
     "placeOrder", "POST", "orders", "Buy: take stock in the Redis gate, confirm in MySQL later",
     params=(IDEMPOTENCY_KEY,), body=PURCHASE_BODY, tags=("orders",), links=_ORDER_LINKS,
     answers=merge_answers(
-        Answer(202, "Taken (or what this key made before).", "OrderAccepted"), *BODY_ANSWERS, _KEY_MISSING,
-        *AUTH_ANSWERS, *refusal(SkuNotFound, SoldOut, LimitReached, SaleNotActive, IdempotencyKeyReused),
+        Answer(202, "Taken (or what this key made before).", "OrderAccepted"), *BODY_ANSWERS, _KEY_REFUSED,
+        *PURCHASE_AUTH, *refusal(SkuNotFound, SoldOut, LimitReached, SaleNotActive, IdempotencyKeyReused),
         UNAVAILABLE))
 BASELINE = Operation(
     "baseline", "POST", "baseline", "Everything a purchase does before the take, then 202 VALIDATED (benchmark)",
     params=(IDEMPOTENCY_KEY,), body=PURCHASE_BODY, tags=("orders",),
-    answers=merge_answers(Answer(202, "Valid; nothing taken.", "BaselineAccepted"), *BODY_ANSWERS, _KEY_MISSING,
-                          *AUTH_ANSWERS, UNAVAILABLE))
+    answers=merge_answers(Answer(202, "Valid; nothing taken.", "BaselineAccepted"), *BODY_ANSWERS, _KEY_REFUSED,
+                          *PURCHASE_AUTH, UNAVAILABLE))
 LIST = Operation(
     "listOrders", "GET", "orders", "The caller's orders, newest first, 20 a page", params=(PAGE,), tags=("orders",),
-    answers=merge_answers(Answer(200, "A page.", "OrderPage"), *AUTH_ANSWERS,
+    answers=merge_answers(Answer(200, "A page.", "OrderPage"), *ORDER_CALL_AUTH,
                           *refusal(OrderNotFound, description="No such page."), UNAVAILABLE))
 DETAIL = Operation(
     "getOrder", "GET", "orders/{order_id}", "One of the caller's orders", params=(ORDER_ID,), tags=("orders",),
-    answers=merge_answers(Answer(200, "The order.", "Order"), *AUTH_ANSWERS, *_NOT_FOUND, UNAVAILABLE))
+    answers=merge_answers(Answer(200, "The order.", "Order"), *ORDER_CALL_AUTH, *_NOT_FOUND, UNAVAILABLE))
 PAY = Operation(
     "payOrder", "POST", "orders/{order_id}/pay", "PENDING_PAYMENT -> PAID (local demo, tests; SECKILL_BUYER_PAY)",
     params=(ORDER_ID,), body=PAY_BODY, tags=("orders",),
     answers=merge_answers(
         Answer(200, "Paid (also when it was, with the same payment id or none).", "Order"), *BODY_ANSWERS,
-        *AUTH_ANSWERS, *_NOT_FOUND, *refusal(NotPayable, PaymentIdReused, AlreadyPaid, PaymentByProvider),
+        *ORDER_CALL_AUTH, *_NOT_FOUND, *refusal(NotPayable, PaymentIdReused, AlreadyPaid, PaymentByProvider),
         UNAVAILABLE))
 CANCEL = Operation(
     "cancelOrder", "POST", "orders/{order_id}/cancel", "PENDING_PAYMENT -> CANCELLED; the units go back",
     params=(ORDER_ID,), tags=("orders",), description="Reads no body.",
-    answers=merge_answers(Answer(200, "Cancelled (also when it was).", "Order"), *AUTH_ANSWERS, *_NOT_FOUND,
+    answers=merge_answers(Answer(200, "Cancelled (also when it was).", "Order"), *ORDER_CALL_AUTH, *_NOT_FOUND,
                           *refusal(NotCancellable), UNAVAILABLE))
 SIGNATURE = Param("Seckill-Signature", "header",
                   Text(560, "^t=[0-9]{1,12}(?:,v1=[0-9a-f]{64}){1,8}$", min_length=72),

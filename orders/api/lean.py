@@ -2,7 +2,8 @@
 baseline, pay and cancel.
 
 They take the same steps and give the same answers as every other API call
-(token auth and throttle in one Redis round trip, a bounded JSON body, the
+(token auth and the user's budget, purchases or order calls, in one Redis
+round trip, a bounded JSON body, the
 error bodies of core.exception_handler), without DRF's request wrapping,
 negotiation, permission and renderer machinery around them: on this machine
 that machinery cost more CPU than a purchase itself (docs/benchmark.md,
@@ -18,6 +19,7 @@ from django.http import HttpRequest, HttpResponse
 from rest_framework import exceptions
 
 from accounts.authentication import authenticate_request
+from accounts.token_cache import Budget
 from core.api import json_response as _json
 from core.exception_handler import STORE_ERRORS, error_response
 from core.metrics import purchase_observed
@@ -29,8 +31,8 @@ from orders.services import life, payments
 from orders.services.place import order_place
 
 
-def _authenticated(request: HttpRequest, *, purchase: bool = False):
-    found = authenticate_request(request.META, purchase=purchase)
+def _authenticated(request: HttpRequest, *, budget: Budget = Budget.ORDER_CALLS):
+    found = authenticate_request(request.META, budget=budget)
     if found is None:
         raise exceptions.NotAuthenticated()
     return found
@@ -40,7 +42,7 @@ def place(request: HttpRequest) -> HttpResponse:
     """Take stock and answer 202 PROCESSING (or what the key made before)."""
     started = perf_counter()
     try:
-        user, auth = _authenticated(request, purchase=True)
+        user, auth = _authenticated(request, budget=Budget.PURCHASES)
         sku_id, quantity = order_input(read_json(request.META, request))
         key = idempotency_key_of(request.META)
         placed = order_place(user_id=user.id, token=auth.key, sku_id=sku_id, quantity=quantity,
@@ -72,7 +74,7 @@ def baseline(request: HttpRequest) -> HttpResponse:
     """Everything `place` does before the take (authenticate, throttle, read
     and check the body and the key), then 202 VALIDATED: the benchmark's baseline."""
     try:
-        _authenticated(request, purchase=True)
+        _authenticated(request, budget=Budget.PURCHASES)
         sku_id, quantity = order_input(read_json(request.META, request))
         idempotency_key_of(request.META)
         return _json(202, {"order_id": "", "status": "VALIDATED", "sku_id": sku_id, "quantity": quantity,

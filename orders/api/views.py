@@ -7,6 +7,7 @@ from rest_framework.generics import GenericAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.token_cache import Budget
 from core.api import JsonOnly, page_checked
 from core.errors import OrderNotFound
 from orders import selectors
@@ -14,9 +15,9 @@ from orders.api.input import order_id_of
 from orders.api.output import order_body
 
 
-
 class OrderListView(GenericAPIView):
     content_negotiation_class = JsonOnly
+    budget = Budget.ORDER_CALLS  # spent by the authentication (SECKILL_ORDER_CALLS_RATE)
 
     def get(self, request):
         page_checked(request.query_params)
@@ -31,6 +32,7 @@ class OrderListView(GenericAPIView):
 
 class OrderDetailView(APIView):
     content_negotiation_class = JsonOnly
+    budget = Budget.ORDER_CALLS
 
     def get(self, request, order_id: str):
         view = selectors.order_get(user_id=request.user.id, token=request.auth.key, order_id=order_id_of(order_id))

@@ -55,11 +55,40 @@ def test_malformed_json_is_400(api, sku, buyer, raw):
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 5
 
 
-@pytest.mark.parametrize("key", [None, "", "k" * 65])
-def test_missing_or_bad_idempotency_key(api, sku, buyer, key):
-    r = post(api(buyer[1]), {"sku_id": sku.sku_id, "quantity": 1}, key=key)
+def test_a_missing_idempotency_key_is_required(api, sku, buyer):
+    r = post(api(buyer[1]), {"sku_id": sku.sku_id, "quantity": 1}, key=None)
     assert r.status_code == 400 and r.json()["code"] == "idempotency_key_required"
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 5
+
+
+# A key that is there but cannot be one: the code says so, the detail says why.
+INVALID_KEYS = [
+    ("", "is empty: a key is 1 to 64 visible ASCII characters"),
+    ("k" * 65, "is 65 characters long, over the limit of 64"),
+    ("K\u00e9y", "outside visible ASCII (U+0021 to U+007E) at position 2"),
+    ("k\tey", "outside visible ASCII (U+0021 to U+007E) at position 2"),
+    ("key\u4e2d", "outside visible ASCII (U+0021 to U+007E) at position 4"),
+    (" key", "begins or ends with a space"),
+    ("key ", "begins or ends with a space"),
+    ("\u00e9" * 70, "is 70 characters long"),
+]
+
+
+@pytest.mark.parametrize("key,why", INVALID_KEYS, ids=["empty", "long", "latin", "tab", "cjk", "lead-space",
+                                                        "trail-space", "long-and-latin"])
+def test_a_present_but_invalid_idempotency_key_says_what_is_wrong(api, sku, buyer, key, why):
+    from accounts import token_cache
+
+    r = post(api(buyer[1]), {"sku_id": sku.sku_id, "quantity": 1}, key=key)
+    assert r.status_code == 400, r.content
+    body = r.json()
+    assert body["code"] == "idempotency_key_invalid", body
+    assert body["detail"].startswith("Header Idempotency-Key ") and why in body["detail"], body["detail"]
+    assert "(1..64 chars) is required" not in body["detail"]
+    # refused with a 4xx: nothing taken, nothing claimed
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 5
+    assert token_cache.user_claims(token=buyer[1]) == []
+    assert post(api(buyer[1]), {"sku_id": sku.sku_id, "quantity": 1}, key="after-the-bad-one").status_code == 202
 
 
 def test_unknown_sku_is_404(api, buyer):
@@ -135,6 +164,14 @@ def test_key_limits_are_the_schemas(api, make_sku, buyer):
         assert (re.match(key["pattern"], value) is not None and len(value) <= key["maxLength"]) == ok, value
         r = post(api(buyer[1]), {"sku_id": sku.sku_id, "quantity": 1}, key=value)
         assert (r.status_code == 202) == ok, (value, r.content)
+
+
+def test_both_key_codes_are_declared_where_a_key_is_read():
+    doc = schema()
+    for path in ("orders", "baseline"):
+        r400 = operation(doc, path, "post")["responses"]["400"]
+        codes = set(r400["content"]["application/json"]["schema"]["properties"]["code"]["enum"])
+        assert {"invalid", "idempotency_key_required", "idempotency_key_invalid"} <= codes, (path, codes)
 
 
 def test_body_limits_are_the_schemas(api, sku, buyer):

@@ -259,6 +259,11 @@ SECKILL_MAX_QUANTITY = 1000
 # POST orders per user: "N/s", "N/m" or "N/h" (a token bucket of N), 0 = off.
 SECKILL_THROTTLE_RATE = os.environ.get("SECKILL_THROTTLE_RATE", "10/s")
 SECKILL_THROTTLE = parse_rate(SECKILL_THROTTLE_RATE)
+# pay, cancel, list and detail per user, in the same format (a budget of its own,
+# spent in the same round trip as the token): generous for a buyer's page,
+# enough to keep one user from sending bodies and MySQL reads in bulk.
+SECKILL_ORDER_CALLS_RATE = os.environ.get("SECKILL_ORDER_CALLS_RATE", "20/s")
+SECKILL_ORDER_CALLS = parse_rate(SECKILL_ORDER_CALLS_RATE, "SECKILL_ORDER_CALLS_RATE")
 # Unknown tokens per client address per minute before it is refused (429)
 # without asking MySQL; 0 = no limit.
 SECKILL_AUTH_FAILURES_PER_MINUTE = env_int("SECKILL_AUTH_FAILURES_PER_MINUTE", 30)

@@ -20,8 +20,9 @@ def env_int(name: str, default: int) -> int:
 _PERIODS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000}
 
 
-def parse_rate(raw: str) -> tuple[int, int]:
-    """ "10/s" -> (a bucket of 10, one request earned back every 100 ms); "0" -> off."""
+def parse_rate(raw: str, name: str = "SECKILL_THROTTLE_RATE") -> tuple[int, int]:
+    """ "10/s" -> (a bucket of 10, one request earned back every 100 ms); "0" -> off.
+    `name` is the variable's, for the error."""
     raw = raw.strip()
     if raw in ("", "0", "off"):
         return 0, 0
@@ -33,7 +34,7 @@ def parse_rate(raw: str) -> tuple[int, int]:
     except (ValueError, IndexError):
         from django.core.exceptions import ImproperlyConfigured
 
-        raise ImproperlyConfigured(f"SECKILL_THROTTLE_RATE: expected N/s, N/m, N/h or 0, got {raw!r}") from None
+        raise ImproperlyConfigured(f"{name}: expected N/s, N/m, N/h or 0, got {raw!r}") from None
     return n, max(1, _PERIODS_MS[unit] // n)
 
 
