@@ -296,6 +296,16 @@ def test_no_body_costs_more_than_the_bound(capsys):
         for row in hostile + dense:
             print(f"  {row['name']:36s} {row['bytes']:6d} B {row['cost'] * 1e6:8.1f} us x{row['ratio']:.2f}")
     over = [(row["name"], round(row["ratio"], 2)) for row in hostile + dense if row["ratio"] > BOUND]
+    # A row over the bound is measured again, longer, before it fails the run: one
+    # preempted sample on this shared machine can triple a ratio, a quadratic
+    # scan stays hundreds of times over however often it is timed.
+    for _ in range(2):
+        if not over:
+            break
+        names = {name for name, _ in over}
+        again = (measure({n: f for n, f in WORST.items() if n in names}, dense=False, rounds=15, calls=1)
+                 + measure({n: f for n, f in DENSE.items() if n in names}, dense=True, rounds=15, calls=1))
+        over = [(row["name"], round(row["ratio"], 2)) for row in again if row["ratio"] > BOUND]
     assert not over
 
 
