@@ -14,6 +14,7 @@ RUN DJANGO_SECRET_KEY=collectstatic-only-build-step-value-not-a-secret-012345678
     SECKILL_TASK_SIGNING_KEY=collectstatic-only-build-step-signing-value-0123456789 \
     DATABASE_URL=mysql://build:build@build:3306/build REDIS_URL=redis://build:6379/0 \
     CELERY_BROKER_URL=amqp://build:build@build:5672// \
+    SECKILL_PAYMENT_WEBHOOK_SECRET=collectstatic-only-build-step-webhook-value-0123 \
     DJANGO_SETTINGS_MODULE=seckill_site.settings.production \
     python manage.py collectstatic --noinput
 RUN useradd --system --uid 10001 seckill && chown -R seckill /app

@@ -20,6 +20,7 @@ PRODUCTION_ENV = {
     "DATABASE_URL": "mysql://seckill:pw@db.internal:3306/seckill",
     "REDIS_URL": "redis://:pw@cache.internal:6379/0",
     "CELERY_BROKER_URL": "amqp://seckill:pw@mq.internal:5672//",
+    "SECKILL_PAYMENT_WEBHOOK_SECRET": "whsec-" + "Rt8m" * 10,
 }
 
 
@@ -48,6 +49,70 @@ def test_production_refuses_weak_or_shared_secrets(change, word):
     assert out.returncode != 0 and word in out.stderr, out.stderr[-800:]
 
 
+def test_production_refuses_to_start_when_nothing_could_pay_an_order():
+    """Buyer pay is off by default in production; without the webhook's secret
+    no order could ever be paid, so the settings refuse to load."""
+    env = {k: v for k, v in PRODUCTION_ENV.items() if k != "SECKILL_PAYMENT_WEBHOOK_SECRET"}
+    for extra in ({}, {"SECKILL_BUYER_PAY": "0"}):
+        out = manage("check", env={**env, **extra})
+        assert out.returncode != 0, out.stdout
+        assert "SECKILL_PAYMENT_WEBHOOK_SECRET" in out.stderr and "SECKILL_BUYER_PAY" in out.stderr, out.stderr[-800:]
+
+
+def test_production_buyer_pay_is_an_opt_in_that_warns_at_every_start():
+    from django.conf import settings
+
+    out = manage("shell", "-c", "from django.conf import settings; print('buyer pay', settings.SECKILL_BUYER_PAY)",
+                 env=PRODUCTION_ENV)
+    assert out.returncode == 0 and "buyer pay False" in out.stdout, out.stderr[-800:]
+    assert "SECKILL_BUYER_PAY" not in out.stderr
+    # the opt-in starts even without a webhook, and says loudly what it allows
+    env = {k: v for k, v in PRODUCTION_ENV.items() if k != "SECKILL_PAYMENT_WEBHOOK_SECRET"}
+    out = manage("shell", "-c", "from django.conf import settings; print('buyer pay', settings.SECKILL_BUYER_PAY)",
+                 env={**env, "SECKILL_BUYER_PAY": "1"})
+    assert out.returncode == 0 and "buyer pay True" in out.stdout, out.stderr[-800:]
+    [warning] = [line for line in out.stderr.splitlines() if "SECKILL_BUYER_PAY=1" in line]
+    assert "WARNING" in warning and "any buyer can mark an order PAID" in warning, warning
+    assert settings.SECKILL_BUYER_PAY  # the local and test settings keep the demo path
+
+
+def test_a_buyer_pay_under_the_production_default_is_409_payment_by_provider(process_env, worker, api, make_sku,
+                                                                              make_buyers):
+    """A real web tier under the production settings, with nothing about
+    payments set but the webhook's secret: the buyer's POST pay is refused, with
+    or without a payment id, and the order stays unpaid."""
+    import http.client
+    import json
+
+    from testsupport.http import place
+    from testsupport.processes import start_web
+    from testsupport.stores import confirmed
+    from orders.models import Order
+
+    sku = make_sku(stock=2)
+    [(_, token)] = make_buyers(1)
+    order_id = place(api(token), sku.sku_id)
+    confirmed(order_id)
+    env = {k: v for k, v in process_env.items() if not k.startswith("SECKILL_") or k in (
+        "SECKILL_REDIS_PREFIX", "SECKILL_QUEUE")}
+    web = start_web(env, name="web-production-pay", workers=1, **{
+        **{k: v for k, v in PRODUCTION_ENV.items() if k not in ("DATABASE_URL", "REDIS_URL")},
+        "DJANGO_SECURE_SSL_REDIRECT": "false"})
+    try:
+        answers = []
+        for body in ("", json.dumps({"payment_id": "pay-" + order_id})):
+            conn = http.client.HTTPConnection("127.0.0.1", web.port, timeout=10)
+            conn.request("POST", f"/api/v1/orders/{order_id}/pay", body,
+                         {"Authorization": f"Token {token}", "Content-Type": "application/json"})
+            resp = conn.getresponse()
+            answers.append((resp.status, json.loads(resp.read())["code"]))
+            conn.close()
+    finally:
+        web.stop()
+    assert answers == [(409, "payment_by_provider")] * 2, web.log_text()[-2000:]
+    assert Order.objects.get(pk=order_id).status == Order.Status.PENDING_PAYMENT
+
+
 def test_check_deploy_is_clean_under_production_settings():
     out = manage("check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION_ENV)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -71,6 +136,21 @@ def test_compose_takes_every_secret_from_the_environment():
     assert compose["services"]["migrate"]["environment"]["SECKILL_ADMIN_PASSWORD"].startswith(
         "${SECKILL_ADMIN_PASSWORD:?")
     assert "change-me" not in text and "seckill@mysql" not in text  # no password written in the file
+
+
+def test_both_compose_files_pay_through_the_provider_by_default():
+    """The webhook's secret is required like the other secrets, buyer pay is
+    passed and off unless asked for, and the cluster file's app services (its
+    own and the ones extending the base file's) keep both."""
+    app_env = _compose()["x-app"]["environment"]
+    assert app_env["SECKILL_PAYMENT_WEBHOOK_SECRET"].startswith("${SECKILL_PAYMENT_WEBHOOK_SECRET:?"), app_env
+    assert app_env["SECKILL_BUYER_PAY"] == "${SECKILL_BUYER_PAY:-0}"
+    base = _compose()["services"]
+    for name, service in _cluster_compose()["services"].items():
+        origin = service.get("extends", {}).get("service", name)
+        if origin in APP_SERVICES and origin in base:
+            assert base[origin]["environment"]["SECKILL_BUYER_PAY"] == "${SECKILL_BUYER_PAY:-0}", name
+            assert not {"SECKILL_BUYER_PAY", "SECKILL_PAYMENT_WEBHOOK_SECRET"} & set(service.get("environment", {}))
 
 
 def test_compose_publishes_the_web_on_loopback_and_keeps_redis_on_disk():
@@ -117,7 +197,8 @@ def test_compose_refuses_to_start_without_secrets_and_is_valid_with_them():
                              env={"PATH": os.environ["PATH"]})
     assert refused.returncode != 0 and "set " in refused.stderr
     secrets = {k: "x" for k in ("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "MARIADB_PASSWORD", "REDIS_PASSWORD",
-                                "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD")}
+                                "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD",
+                                "SECKILL_PAYMENT_WEBHOOK_SECRET")}
     valid = subprocess.run(["docker-compose", "config"], cwd=ROOT, capture_output=True, text=True,
                            env={"PATH": os.environ["PATH"], **secrets})
     assert valid.returncode == 0, valid.stderr
@@ -443,7 +524,7 @@ def test_cluster_override_is_valid_with_the_base_file():
     files = ["-f", "docker-compose.yml", "-f", "docker-compose.cluster.yml"]
     secrets = {k: "x" for k in ("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "MARIADB_PASSWORD", "REDIS_PASSWORD",
                                 "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD",
-                                "SECKILL_RABBITMQ_COOKIE")}
+                                "SECKILL_RABBITMQ_COOKIE", "SECKILL_PAYMENT_WEBHOOK_SECRET")}
     out = subprocess.run(["docker-compose", *files, "config", "--format", "json"], cwd=ROOT, capture_output=True,
                          text=True, env={"PATH": os.environ["PATH"], **secrets})
     assert out.returncode == 0, out.stderr

@@ -277,11 +277,14 @@ SECKILL_EXPORT_MAX_ROWS = env_int("SECKILL_EXPORT_MAX_ROWS", 10000)
 IMPORT_EXPORT_ESCAPE_ILLEGAL_CHARS_ON_EXPORT = True
 # The payment provider's webhook (POST payments/webhook) checks its signature
 # with this secret; while it is empty the webhook answers 404. The buyer's own
-# POST pay (local demo, tests, benchmark) is refused when SECKILL_BUYER_PAY=0.
+# POST pay (local demo, tests, benchmark) is refused when SECKILL_BUYER_PAY=0,
+# the production settings' default.
 SECKILL_PAYMENT_WEBHOOK_SECRET = os.environ.get("SECKILL_PAYMENT_WEBHOOK_SECRET", "")
 SECKILL_BUYER_PAY = env_bool("SECKILL_BUYER_PAY", True)
 # Demo users (seed_demo) exist only where a settings module allows them.
 SECKILL_DEMO_USERS = False
+# True under the production settings only.
+SECKILL_PRODUCTION = False
 
 # Alerts (reconciliation.alerts): stable drifts, alert findings and new dead
 # letters go to ADMINS by mail and, when set, as a JSON POST to this URL.
