@@ -113,6 +113,20 @@ def test_a_buyer_pay_under_the_production_default_is_409_payment_by_provider(pro
     assert Order.objects.get(pk=order_id).status == Order.Status.PENDING_PAYMENT
 
 
+@pytest.mark.parametrize("days, refused", [("0", True), ("-7", True), ("0.5", True), ("nan", True), ("soon", True),
+                                           ("1", False), ("1.5", False), ("", False)])
+def test_a_retention_below_one_day_is_refused_at_start(days, refused):
+    """0 or less would have the retention sweep delete every finished order at
+    its next run; the settings refuse it, under every settings module."""
+    for env in (PRODUCTION_ENV, {"DJANGO_SETTINGS_MODULE": "seckill_site.settings.local"}):
+        out = manage("shell", "-c", "from django.conf import settings; print(settings.SECKILL_RETENTION_DAYS)",
+                     env={**env, "SECKILL_RETENTION_DAYS": days})
+        if refused:
+            assert out.returncode != 0 and "SECKILL_RETENTION_DAYS" in out.stderr, out.stdout + out.stderr[-800:]
+        else:
+            assert out.returncode == 0 and float(out.stdout.split()[-1]) == float(days or 30), out.stderr[-800:]
+
+
 def test_check_deploy_is_clean_under_production_settings():
     out = manage("check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION_ENV)
     assert out.returncode == 0, out.stdout + out.stderr

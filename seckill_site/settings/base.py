@@ -10,7 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
-from .env import env_bool, env_int, parse_cluster_credentials, parse_cluster_url, parse_rate, parse_redis_prefix
+from .env import (env_bool, env_int, parse_cluster_credentials, parse_cluster_url, parse_rate, parse_redis_prefix,
+                  parse_retention_days)
 from core.client import parse_trusted_proxies
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -209,11 +210,11 @@ SECKILL_OUTBOX_SWEEP_SECONDS = env_int("SECKILL_OUTBOX_SWEEP_SECONDS", 5)
 SECKILL_DEAD_LETTER_SWEEP_SECONDS = env_int("SECKILL_DEAD_LETTER_SWEEP_SECONDS", 30)
 SECKILL_RECONCILE_SECONDS = env_int("SECKILL_RECONCILE_SECONDS", 300)
 # Retention (docs/architecture.md, "Bounded data"): rows nothing depends on are deleted once
-# older than this many days (fractions allowed), by a beat sweep this often;
+# older than this many days (1 or more, fractions allowed), by a beat sweep this often;
 # the Redis keys of an ended SKU with nothing in flight or pending go this long
 # after its sale ended. A give that meets no snapshot is sent again after
 # base * 2^attempts seconds, at most the cap.
-SECKILL_RETENTION_DAYS = float(os.environ.get("SECKILL_RETENTION_DAYS") or 30)
+SECKILL_RETENTION_DAYS = parse_retention_days(os.environ.get("SECKILL_RETENTION_DAYS", ""))
 SECKILL_RETENTION_SWEEP_SECONDS = env_int("SECKILL_RETENTION_SWEEP_SECONDS", 3600)
 SECKILL_ENDED_REDIS_GRACE_SECONDS = env_int("SECKILL_ENDED_REDIS_GRACE_SECONDS", 86400)
 SECKILL_GIVE_RETRY_BASE_SECONDS = env_int("SECKILL_GIVE_RETRY_BASE_SECONDS", 60)
