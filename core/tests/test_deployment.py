@@ -127,6 +127,55 @@ def test_a_retention_below_one_day_is_refused_at_start(days, refused):
             assert out.returncode == 0 and float(out.stdout.split()[-1]) == float(days or 30), out.stderr[-800:]
 
 
+ROUTES_AND_SCHEMA = """
+from django.urls import get_resolver
+from seckill_site.urls import api_document
+
+def walk(patterns, prefix=""):
+    for p in patterns:
+        if hasattr(p, "url_patterns"):
+            yield from walk(p.url_patterns, prefix + str(p.pattern))
+        else:
+            yield prefix + str(p.pattern)
+
+print("routes", *walk(get_resolver().url_patterns))
+print("schema", *api_document()["paths"])
+"""
+
+
+def _routes_and_schema(env: dict[str, str]) -> tuple[list[str], list[str]]:
+    out = manage("shell", "-c", ROUTES_AND_SCHEMA, env=env)
+    assert out.returncode == 0, out.stderr[-800:]
+    lines = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines() if line.strip()}
+    return lines["routes"], lines["schema"]
+
+
+def test_production_serves_no_benchmark_endpoint():
+    """The baseline and the MySQL-only purchase are the benchmark's hooks: not
+    routed, not in the schema under the production settings, which refuse the
+    flag that would add them; the benchmark's settings (local + the flag) have them."""
+    routes, schema = _routes_and_schema(PRODUCTION_ENV)
+    assert "api/v1/orders" in routes and "/api/v1/orders" in schema  # the walk sees the API
+    assert not [r for r in routes if "baseline" in r or "bench" in r], routes
+    assert not [p for p in schema if "baseline" in p or "bench" in p], schema
+    refused = manage("check", env={**PRODUCTION_ENV, "SECKILL_BENCH_ENDPOINTS": "1"})
+    assert refused.returncode != 0 and "SECKILL_BENCH_ENDPOINTS" in refused.stderr, refused.stderr[-800:]
+    local = {"DJANGO_SETTINGS_MODULE": "seckill_site.settings.local"}
+    routes, schema = _routes_and_schema(local)
+    assert not [r for r in routes if "baseline" in r or "bench" in r], routes  # off unless asked for
+    from benchmarks import harness
+
+    bench_env = {}
+    with pytest.MonkeyPatch.context() as mp:  # what the benchmark's processes run with
+        mp.setattr(os, "environ", dict(os.environ))
+        mp.setattr(sys, "path", list(sys.path))
+        harness.configure(db_name="seckill_bench", redis_db=0, queue="seckill-bench")
+        bench_env = {k: os.environ[k] for k in ("DJANGO_SETTINGS_MODULE", "SECKILL_BENCH_ENDPOINTS")}
+    routes, schema = _routes_and_schema(bench_env)
+    assert "api/v1/baseline" in routes and "/api/v1/baseline" in schema, routes
+    assert "api/v1/bench/mysql-orders" in routes, routes
+
+
 def test_check_deploy_is_clean_under_production_settings():
     out = manage("check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION_ENV)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -34,6 +34,9 @@ if not SECKILL_BUYER_PAY and not _webhook_secret:
                                "demo where any buyer may mark an order paid.")
 if "guest:guest@" in CELERY_BROKER_URL:  # noqa: F405
     raise ImproperlyConfigured("CELERY_BROKER_URL uses RabbitMQ's guest account; give the broker a user of its own.")
+if SECKILL_BENCH_ENDPOINTS:  # noqa: F405
+    raise ImproperlyConfigured("SECKILL_BENCH_ENDPOINTS is for the benchmark (local settings): production serves "
+                               "no benchmark endpoint.")
 if DEBUG:  # noqa: F405
     raise ImproperlyConfigured("DJANGO_DEBUG must be off in production.")
 # Read by the start-up checks (core.apps) and the URL conf: what only a
