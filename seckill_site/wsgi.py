@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.wsgi import get_wsgi_application
 
-from core import admission, connections
+from core import admission, client, connections
 from seckill_site import webserver
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "seckill_site.settings.local")
@@ -51,8 +51,11 @@ class Application:
         self.api = ApiHandler()
         self.gate = admission.Gate(slots=webserver.SLOTS, queue=webserver.QUEUE, wait_s=webserver.QUEUE_WAIT_S)
         self.db = connections.Lender(keep=webserver.SLOTS)
+        self.forwarding = client.ForwardingWatch()
 
     def __call__(self, environ, start_response):
+        if self.forwarding.active:
+            self.forwarding.see(environ)
         path = environ.get("PATH_INFO", "")
         handler = self.api if path.startswith(API_PREFIX) else self.site
         if path in UNGATED:

@@ -540,7 +540,11 @@ def test_cluster_override_runs_two_web_instances_behind_haproxy_with_the_config_
     address = proxy["networks"]["redis-cluster"]["ipv4_address"]
     assert address == f"{CLUSTER_NET_DEFAULT}.10"
     for web in ("web", "web-2"):
-        assert services[web]["environment"]["SECKILL_TRUSTED_PROXIES"] == address, web
+        # and the proxies in front of HAProxy, as the base file trusts them (a TLS proxy)
+        assert services[web]["environment"]["SECKILL_TRUSTED_PROXIES"] == (
+            f"{address},{base['services']['web']['environment']['SECKILL_TRUSTED_PROXIES']}"), web
+    # HAProxy keeps the X-Forwarded-Proto of those proxies only
+    assert proxy["environment"]["SECKILL_PROXY_TLS_EDGE"] == "${SECKILL_TRUSTED_PROXIES:-}"
     ipam = compose["networks"]["redis-cluster"]["ipam"]["config"][0]
     net = lambda text: text.replace(CLUSTER_NET_DEFAULT, "10.253.53")  # noqa: E731
     fixed = ipaddress.ip_address(net(address))
@@ -571,13 +575,22 @@ def test_the_compose_proxy_config_is_one_haproxy_accepts(tmp_path):
     """scripts/haproxy-config with the haproxy service's environment: the config
     it would run (its instances' names unresolved here, which HAProxy allows:
     init-addr none, resolved again at run time)."""
+    import re
+
     proxy = _cluster_compose()["services"]["haproxy"]
-    out = tmp_path / "haproxy.cfg"
-    subprocess.run(["sh", "scripts/haproxy-config", "deploy/haproxy.cfg.in", str(out)], cwd=ROOT, check=True,
-                   env={"PATH": os.environ["PATH"], **proxy["environment"]})
-    text = out.read_text()
-    assert "server web1 web:8000" in text and "server web2 web-2:8000" in text and "bind 0.0.0.0:8000" in text
-    assert subprocess.run(["haproxy", "-q", "-c", "-f", str(out)], capture_output=True).returncode == 0
+    for edge in ("", "192.0.2.10, 198.51.100.0/24"):  # SECKILL_TRUSTED_PROXIES unset, then a TLS proxy named
+        # Compose's interpolation of ${NAME:-default}, with this environment
+        given = {"SECKILL_TRUSTED_PROXIES": edge}
+        env = {k: re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m, given=given: given.get(m[1], m[2]), v)
+               for k, v in proxy["environment"].items()}
+        out = tmp_path / "haproxy.cfg"
+        subprocess.run(["sh", "scripts/haproxy-config", "deploy/haproxy.cfg.in", str(out)], cwd=ROOT, check=True,
+                       env={"PATH": os.environ["PATH"], **env})
+        text = out.read_text()
+        assert "server web1 web:8000" in text and "server web2 web-2:8000" in text and "bind 0.0.0.0:8000" in text
+        acl = "acl from_tls_edge src 192.0.2.10 198.51.100.0/24" if edge else "acl from_tls_edge always_false"
+        assert acl in text
+        assert subprocess.run(["haproxy", "-q", "-c", "-f", str(out)], capture_output=True).returncode == 0
 
 
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
@@ -600,7 +613,7 @@ def test_cluster_override_is_valid_with_the_base_file():
     assert services["redis-1"]["networks"]["redis-cluster"]["ipv4_address"] == "10.253.53.11"
     assert "rabbitmq" not in services and {"rabbitmq-1", "rabbitmq-2", "rabbitmq-3", "haproxy"} <= set(services)
     assert not services["web"].get("ports") and not services["web-2"].get("ports")  # only HAProxy publishes
-    assert services["web-2"]["environment"]["SECKILL_TRUSTED_PROXIES"] == "10.253.53.10"
+    assert services["web-2"]["environment"]["SECKILL_TRUSTED_PROXIES"] == "10.253.53.10,"
 
 
 def test_production_migrate_step_makes_the_admin_and_refuses_demo_data(live_db):
