@@ -227,6 +227,108 @@ def test_compose_publishes_the_web_on_loopback_and_keeps_redis_on_disk():
         assert "healthcheck" in compose["services"][name], name
 
 
+def _entrypoint_sandbox(tmp_path: Path, script: str, paths: dict[str, str]) -> tuple[str, Path]:
+    """A compose entrypoint's `sh -c` script as the container would run it
+    (Compose's `$$` is `$`), its files moved under tmp_path, with stand-ins for
+    chown and the image's docker-entrypoint.sh (which prints what it is given)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "chown").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "docker-entrypoint.sh").write_text('#!/bin/sh\necho "image entrypoint: $*"\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    script = script.replace("$$", "$")
+    for old, new in paths.items():
+        script = script.replace(old, new)
+    return script, bin_dir
+
+
+def test_compose_keeps_the_redis_password_off_the_command_line(tmp_path):
+    """The single Redis and every cluster node read requirepass (and masterauth)
+    from a file their entrypoint writes, mode 0600, from REDISCLI_AUTH: a real
+    redis-server started with that file refuses a client without the password."""
+    import redis as redis_py
+
+    redis = _compose()["services"]["redis"]
+    assert redis["command"][:2] == ["redis-server", REDIS_AUTH_CONF], redis["command"]
+    assert "REDIS_PASSWORD" not in " ".join(redis["command"]) and "--requirepass" not in redis["command"]
+    assert redis["environment"] == {"REDISCLI_AUTH": REDIS_PASSWORD_REF}
+    sh, dash_c, script, zero = redis["entrypoint"]
+    assert (sh, dash_c, zero) == ("sh", "-c", "redis")
+    conf = tmp_path / "auth.conf"
+    script, bin_dir = _entrypoint_sandbox(tmp_path, script, {REDIS_AUTH_CONF: str(conf)})
+    password = "a1b2c3" * 6
+    out = subprocess.run(["sh", "-c", script, "redis", *redis["command"]], capture_output=True, text=True,
+                         env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "REDISCLI_AUTH": password}, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "image entrypoint: " + " ".join(redis["command"])  # the command as it was
+    assert conf.stat().st_mode & 0o777 == 0o600
+    assert password not in out.stdout + " ".join(redis["command"])
+    from testsupport.processes import free_port
+
+    port = free_port()
+    server = subprocess.Popen(["redis-server", str(conf), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    try:
+        from testsupport import wait_until
+
+        def answers(**auth) -> object:
+            try:
+                return redis_py.Redis(port=port, socket_timeout=2, **auth).ping()
+            except redis_py.AuthenticationError as exc:
+                return exc
+            except redis_py.ConnectionError:  # not listening yet
+                return None
+
+        wait_until(lambda: answers(password=password) is True, timeout=15, what="redis-server with the file")
+        assert isinstance(answers(), redis_py.AuthenticationError)  # refused without the password
+        assert isinstance(answers(password="wrong"), redis_py.AuthenticationError)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_compose_gives_the_rabbitmq_app_user_no_administrator_tag():
+    conf = (ROOT / "deploy/rabbitmq-app-user.conf").read_text()
+    settings = dict(line.split(" = ", 1) for line in conf.splitlines() if line and not line.startswith("#"))
+    # RabbitMQ tags its default user with what default_user_tags.<tag> = true names, administrator unless told
+    assert settings == {"default_user_tags.administrator": "false", "default_permissions.configure": ".*",
+                        "default_permissions.read": ".*", "default_permissions.write": ".*"}
+    mount = "./deploy/rabbitmq-app-user.conf:/etc/rabbitmq/conf.d/10-seckill-app-user.conf:ro"
+    assert mount in _compose()["services"]["rabbitmq"]["volumes"]
+    for name in RABBITMQ_NODES:
+        assert mount in _cluster_compose()["services"][name]["volumes"], name
+
+
+@pytest.mark.parametrize("cookie, ok", [("A" * 19, False), ("abc-" * 8, False), ("a b" * 10, False),
+                                        ("0123456789abcdefABCD", True), ("f3" * 32, True)])
+def test_the_cluster_nodes_refuse_a_short_or_odd_erlang_cookie(tmp_path, cookie, ok):
+    """The entrypoint of the RabbitMQ nodes, run with the cookie given: one
+    under 20 letters and digits stops the node before the image starts it."""
+    [sh, dash_c, script] = _cluster_compose()["services"]["rabbitmq-1"]["entrypoint"]
+    data = tmp_path / "rabbitmq"
+    data.mkdir()
+    script, bin_dir = _entrypoint_sandbox(tmp_path, script, {"/var/lib/rabbitmq": str(data)})
+    out = subprocess.run([sh, dash_c, script], capture_output=True, text=True, timeout=30,
+                         env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "SECKILL_RABBITMQ_COOKIE": cookie})
+    cookie_file = data / ".erlang.cookie"
+    if ok:
+        assert out.returncode == 0 and out.stdout.strip() == "image entrypoint: rabbitmq-server", out.stderr
+        assert cookie_file.read_text() == cookie and cookie_file.stat().st_mode & 0o777 == 0o600
+    else:
+        assert out.returncode != 0 and "SECKILL_RABBITMQ_COOKIE must be 20 or more letters and digits" in out.stderr
+        assert "image entrypoint" not in out.stdout and not cookie_file.exists()
+
+
+def test_compose_sets_the_web_processes_so_their_connections_fit_mariadb():
+    from seckill_site import webserver
+
+    web = _compose()["services"]["web"]["environment"]
+    assert web["WEB_CONCURRENCY"] == "${WEB_CONCURRENCY:-2}"
+    # two processes x the slots, and the worker, within MariaDB's default of 151
+    assert 2 * webserver.SLOTS + 4 <= 151
+
+
 def test_the_image_and_compose_run_the_default_server_with_time_to_stop_gracefully():
     from seckill_site import webserver
 
@@ -273,6 +375,7 @@ def test_compose_refuses_to_start_without_secrets_and_is_valid_with_them():
 APP_SERVICES = ("migrate", "web", "web-2", "worker", "worker-2", "beat")
 CLUSTER_NET_DEFAULT = "${SECKILL_REDIS_CLUSTER_NET:-10.253.53}"
 REDIS_PASSWORD_REF = "${REDIS_PASSWORD:?set REDIS_PASSWORD}"
+REDIS_AUTH_CONF = "/tmp/seckill-auth.conf"
 
 
 class _Override(dict):
@@ -327,9 +430,12 @@ def test_cluster_override_runs_nine_durable_nodes_that_stop_writing_when_cut_off
     for name, node in nodes.items():
         assert node["image"] == _compose()["services"]["redis"]["image"], name
         cmd = node["command"]
-        assert cmd[0] == "redis-server" and len(cmd) % 2 == 1, cmd
-        opts = dict(zip(cmd[1::2], cmd[2::2]))
-        assert len(opts) == len(cmd) // 2, f"{name}: an option given twice"
+        # the node's password from the config file its entrypoint writes, as the base file's redis
+        assert cmd[:2] == ["redis-server", REDIS_AUTH_CONF] and len(cmd) % 2 == 0, cmd
+        assert node["entrypoint"] == _compose()["services"]["redis"]["entrypoint"], name
+        assert node["environment"]["REDISCLI_AUTH"] == REDIS_PASSWORD_REF, name
+        opts = dict(zip(cmd[2::2], cmd[3::2]))
+        assert len(opts) == len(cmd) // 2 - 1, f"{name}: an option given twice"
         assert opts["--cluster-enabled"] == "yes" and opts["--cluster-config-file"] == "nodes.conf"
         assert opts["--appendonly"] == "yes" and opts["--appendfsync"] == "everysec", name
         assert opts["--min-replicas-to-write"] == _cluster_sh("REDIS_CLUSTER_MIN_REPLICAS") != "0", name
@@ -340,7 +446,7 @@ def test_cluster_override_runs_nine_durable_nodes_that_stop_writing_when_cut_off
         # clients (and MOVED) get a name Docker's DNS resolves, not an address
         assert opts["--cluster-announce-hostname"] == name, name
         assert opts["--cluster-preferred-endpoint-type"] == "hostname", name
-        assert opts["--requirepass"] == opts["--masterauth"] == REDIS_PASSWORD_REF, name
+        assert not {"--requirepass", "--masterauth"} & set(opts) and "REDIS_PASSWORD" not in " ".join(cmd), name
         assert "ports" not in node, name
         [volume] = node["volumes"]
         source, target = volume.split(":")
@@ -482,7 +588,8 @@ def test_cluster_override_runs_a_three_node_rabbitmq_cluster_that_the_app_fails_
         node = services[name]
         assert node["image"] == base["services"]["rabbitmq"]["image"], name
         assert node["hostname"] == name  # the node is rabbit@<hostname>: the name the others list
-        data, mounted = node["volumes"]
+        data, mounted, user = node["volumes"]
+        assert user == "./deploy/rabbitmq-app-user.conf:/etc/rabbitmq/conf.d/10-seckill-app-user.conf:ro", name
         assert data == f"{name}-data:/var/lib/rabbitmq" and data.split(":")[0] in compose["volumes"], name
         assert mounted == "./deploy/rabbitmq-cluster.conf:/etc/rabbitmq/conf.d/20-seckill-cluster.conf:ro", name
         volumes.add(data)
@@ -493,7 +600,7 @@ def test_cluster_override_runs_a_three_node_rabbitmq_cluster_that_the_app_fails_
         assert env["SECKILL_RABBITMQ_COOKIE"].startswith("${SECKILL_RABBITMQ_COOKIE:?"), name
         assert env["RABBITMQ_DEFAULT_PASS"] == RABBITMQ_PASSWORD_REF, name
         script = node["entrypoint"][-1]
-        assert node["entrypoint"][:2] == ["sh", "-c"] and script.startswith("umask 077 && "), script
+        assert node["entrypoint"][:2] == ["sh", "-c"] and "; umask 077 && " in script, script
         assert '"$$SECKILL_RABBITMQ_COOKIE" > /var/lib/rabbitmq/.erlang.cookie' in script
         assert script.endswith("exec docker-entrypoint.sh rabbitmq-server"), script
         assert "rabbit@rabbitmq-1" in " ".join(node["healthcheck"]["test"]), name  # healthy = joined
