@@ -1,7 +1,7 @@
 # Shared set-up for scripts/up and scripts/test. Sourced, not run.
 # Installs (Debian packages, as root) and starts MariaDB, Redis and RabbitMQ when
-# they are missing or stopped, then builds the virtualenv from requirements.txt and
-# requirements-dev.txt (the lint). HAProxy (ensure_haproxy) is installed only where
+# they are missing or stopped, then builds the virtualenv from requirements.txt (what
+# the image runs) and requirements-dev.txt (tests, lint, benchmark tools). HAProxy (ensure_haproxy) is installed only where
 # asked for, and started by whoever needs it, with a config of its own.
 set -euo pipefail
 
@@ -99,12 +99,17 @@ ensure_services() {
   ensure_rabbitmq
 }
 
+requirements_stamp() {  # the pins of both files, sorted: a comment, or a pin moved between them, installs nothing
+  cat "$PROJECT_DIR/requirements.txt" "$PROJECT_DIR/requirements-dev.txt" | sed -e 's/#.*//' -e 's/[[:space:]]//g' |
+    grep -v '^$' | LC_ALL=C sort | sha256sum | cut -d' ' -f1
+}
+
 ensure_venv() {
   ensure_build_deps
   local stamp="$VENV/.requirements.sha"
   local want
-  # one stamp for both files: an edit to either installs again
-  want="$(cat "$PROJECT_DIR/requirements.txt" "$PROJECT_DIR/requirements-dev.txt" | sha256sum | cut -d' ' -f1)"
+  # one stamp for both files (the runtime's and the tests' and tools'): a change of a pin installs again
+  want="$(requirements_stamp)"
   if [ ! -x "$PY" ]; then log "creating virtualenv $VENV"; python3 -m venv "$VENV"; fi
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     log "installing Python requirements"

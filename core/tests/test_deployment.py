@@ -342,6 +342,85 @@ def test_the_image_and_compose_run_the_default_server_with_time_to_stop_graceful
     assert cmd == ['CMD ["python", "-m", "seckill_site.serve"]']
 
 
+def _requirements(name: str) -> dict[str, str]:
+    import re
+
+    pins = {}
+    for line in (ROOT / name).read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            package, version = line.split("==")
+            pins[re.sub(r"\[.*\]", "", package).lower()] = version
+    return pins
+
+
+DEV_ONLY = ("pytest", "pytest-django", "hypothesis", "selenium", "schemathesis", "openapi-python-client", "ruff",
+            "py-spy", "pyuwsgi")
+
+
+def test_the_runtime_requirements_hold_no_test_lint_or_benchmark_tool():
+    runtime, dev = _requirements("requirements.txt"), _requirements("requirements-dev.txt")
+    assert not set(runtime) & set(dev), set(runtime) & set(dev)  # each pin once
+    assert set(DEV_ONLY) <= set(dev) and not set(DEV_ONLY) & set(runtime)
+    assert {"django", "mysqlclient", "celery", "granian", "gunicorn", "redis"} <= set(runtime)
+    # and the app itself (what the image runs) imports none of them
+    import ast
+
+    dev_modules = {"pytest", "pytest_django", "hypothesis", "selenium", "schemathesis", "openapi_python_client"}
+    offenders = []
+    for app in ("accounts", "core", "inventory", "orders", "reconciliation", "seckill_site"):
+        for path in (ROOT / app).rglob("*.py"):
+            if "tests" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in dev_modules]
+    assert not offenders, offenders
+
+
+def _dockerfile_stages() -> list[list[str]]:
+    """The Dockerfile's instructions (continuation lines joined), per stage; the
+    ARGs before the first FROM are stage 0."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    stages: list[list[str]] = [[]]
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("FROM "):
+            stages.append([])
+        stages[-1].append(line)
+    return stages
+
+
+def test_the_image_builds_in_two_stages_from_a_pinned_base_and_runs_read_only_code():
+    import re
+
+    preamble, build, runtime = _dockerfile_stages()
+    [arg] = preamble
+    found = re.fullmatch(r"ARG PYTHON_IMAGE=python:3\.11-slim-bookworm@sha256:([0-9a-f]{64})", arg)
+    assert found, arg  # the tag for the reader, the digest for the bytes
+    assert build[0] == "FROM ${PYTHON_IMAGE} AS build" and runtime[0] == "FROM ${PYTHON_IMAGE}"
+    build_text, runtime_text = "\n".join(build), "\n".join(runtime)
+    # the compiler and headers only where the wheels are built; no test tool anywhere
+    assert "gcc" in build_text and "libmariadb-dev" in build_text
+    for word in ("gcc", "-dev", "pkg-config", "build-essential", "requirements"):
+        assert word not in runtime_text, word
+    assert "requirements-dev" not in build_text  # the tests, lint and benchmark tools never enter the image
+    assert "pip install -r /tmp/requirements.txt" in build_text
+    assert "COPY --from=build /opt/venv /opt/venv" in runtime
+    # the code is root's and read-only, var/ the app user's own, and the app runs as that user
+    [user] = [line for line in runtime if line.startswith("USER ")]
+    assert user == "USER seckill"
+    [setup] = [line for line in runtime if "useradd" in line]
+    assert "chown -R root:root /app" in setup and "chmod -R a-w,a+rX /app" in setup
+    assert "mkdir -p /app/var && chown seckill /app/var" in setup
+    assert setup.index("chmod -R a-w") < setup.index("chown seckill /app/var")
+    assert runtime.index(setup) < runtime.index(user)
+    assert not [line for line in runtime if line.startswith("COPY") and "--chown" in line]
+
+
 def test_gunicorn_reads_the_same_settings_as_the_default_server(monkeypatch, tmp_path):
     from seckill_site import webserver
 
