@@ -106,6 +106,7 @@ def test_a_web_server_behind_an_unlisted_proxy_says_so_once(process_env):
     X-Forwarded-For (a proxy on this machine) get one warning in the log per
     worker process; with the proxy listed, none."""
     import http.client
+    import uuid
 
     from testsupport.processes import start_web
 
@@ -117,11 +118,13 @@ def test_a_web_server_behind_an_unlisted_proxy_says_so_once(process_env):
             conn.close()
 
     env = {k: v for k, v in process_env.items() if k != "SECKILL_TRUSTED_PROXIES"}
-    for name, extra, expected in (("web-unlisted-proxy", {}, 1),
-                                  ("web-listed-proxy", {"SECKILL_TRUSTED_PROXIES": "127.0.0.1"}, 0)):
+    run = uuid.uuid4().hex[:6]  # a log of its own (start_web appends to an existing one)
+    for name, extra, expected in ((f"web-unlisted-proxy-{run}", {}, 1),
+                                  (f"web-listed-proxy-{run}", {"SECKILL_TRUSTED_PROXIES": "127.0.0.1"}, 0)):
         web = start_web(env, name=name, workers=1, **extra)
         try:
             requests(web.port)
         finally:
             web.stop()
         assert web.log_text().count("SECKILL_TRUSTED_PROXIES is empty") == expected, web.log_text()[-2000:]
+        web.log.unlink()
