@@ -25,6 +25,9 @@ _metrics_dir, _own_metrics_dir = webserver.metrics_dir_choose(bind)
 
 
 def on_starting(server):
+    from seckill_site import capacity
+
+    capacity.connections_check()  # before any worker exists, as seckill_site.serve does
     webserver.metrics_dir_empty(_metrics_dir)
 
 

@@ -193,11 +193,20 @@ class Cluster:
     def __init__(self, base: int = 7000):
         self.base = base
         self.ports = [base + i for i in range(CLUSTER_NODES)]
+        self._password: str | None = None  # read once, on the first question to a node
 
     @property
     def url(self) -> str:
-        """REDIS_URL for this cluster (every node a seed: any one that answers gives the layout)."""
-        return "redis+cluster://" + ",".join(f"{CLUSTER_HOST}:{p}" for p in self.ports)
+        """REDIS_URL for this cluster (every node a seed: any one that answers
+        gives the layout), with the password scripts/cluster.sh gave it."""
+        from benchmarks import harness
+
+        return harness.cluster_url(self.base)
+
+    def password(self) -> str:
+        from urllib.parse import unquote
+
+        return unquote(self.url.split("://", 1)[1].partition("@")[0].partition(":")[2])
 
     def _dir(self, port: int) -> Path:
         root = ROOT / "var" / "cluster"
@@ -228,7 +237,10 @@ class Cluster:
             raise RuntimeError(f"redis_cluster_up (base {self.base}) failed: {done.stderr.strip()[-800:]}")
 
     def _node(self, port: int) -> redis.Redis:
-        return redis.Redis(host=CLUSTER_HOST, port=port, socket_timeout=1.0, socket_connect_timeout=0.5)
+        if self._password is None:
+            self._password = self.password()
+        return redis.Redis(host=CLUSTER_HOST, port=port, password=self._password, socket_timeout=1.0,
+                           socket_connect_timeout=0.5)
 
     def _ask(self, port: int, *command):
         node = self._node(port)

@@ -70,9 +70,15 @@ def cluster_base() -> int:
 
 def cluster_url(base: int | None = None) -> str:
     """REDIS_URL of the local cluster on `base` (every node a seed: any that
-    answers gives the layout)."""
+    answers gives the layout), with its password: scripts/cluster.sh's own
+    redis_cluster_url, which makes the password on first use."""
     base = cluster_base() if base is None else base
-    return "redis+cluster://" + ",".join(f"{CLUSTER_HOST}:{base + i}" for i in range(CLUSTER_NODES))
+    script = (f'source "{ROOT}/scripts/lib.sh"; source "{ROOT}/scripts/cluster.sh"; '
+              f"redis_cluster_use {int(base)}; redis_cluster_url")
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    if done.returncode != 0 or not done.stdout.startswith("redis+cluster://"):
+        raise RuntimeError(f"redis_cluster_url (base {base}) failed: {done.stderr.strip()[-400:]}")
+    return done.stdout.strip()
 
 
 def fresh_stores() -> None:

@@ -782,8 +782,10 @@ def main() -> int:
     c = args.concurrency
 
     if CLUSTER_URL:
+        from core.reporting import credentials_hidden
+
         say(f"setting up a fresh database {DB_NAME}, the keys {CLUSTER_PREFIX}:* of the Redis Cluster "
-            f"{CLUSTER_URL} and queue seckill-bench ...")
+            f"{credentials_hidden(CLUSTER_URL)} and queue seckill-bench ...")
     else:
         say(f"setting up a fresh database {DB_NAME}, Redis db {REDIS_DB} and queue seckill-bench ...")
     harness.fresh_stores()

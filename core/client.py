@@ -17,12 +17,16 @@ and only as coarse as the proxy set-up that produced it.
 """
 from __future__ import annotations
 
+import logging
 from ipaddress import IPv4Address, IPv6Address, ip_address, ip_network
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 Address = IPv4Address | IPv6Address
+logger = logging.getLogger(__name__)
+# Headers a proxy adds to say whom it forwarded (any of them hints at one).
+FORWARDING_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
 
 
 def parse_trusted_proxies(raw: str) -> tuple:
@@ -88,3 +92,30 @@ def client_address(meta: dict) -> str:
 def request_client_address(request) -> str:
     """`client_address` of a Django request (django-axes' AXES_CLIENT_IP_CALLABLE)."""
     return client_address(request.META)
+
+
+class ForwardingWatch:
+    """Notices, once per process, a proxy that nobody listed: a request from a
+    private or loopback address that carries forwarding headers while
+    SECKILL_TRUSTED_PROXIES is empty. Behind such a proxy every client has the
+    proxy's address, so the per-client limits (unknown tokens, the admin's
+    lockout) are one limit for everyone. The web application shows it each
+    request while `active` (one attribute read when a proxy is trusted)."""
+
+    def __init__(self) -> None:
+        self.active = not settings.SECKILL_TRUSTED_PROXIES
+
+    def see(self, meta: dict) -> None:
+        if not self.active or not any(name in meta for name in FORWARDING_HEADERS):
+            return
+        remote = meta.get("REMOTE_ADDR") or ""
+        peer = _parse(remote)
+        if peer is None or not (peer.is_private or peer.is_loopback):
+            return  # a client on the internet sending the header proves nothing about a proxy
+        self.active = False
+        logger.warning("a request from %s carries forwarding headers (%s) but SECKILL_TRUSTED_PROXIES is empty: if "
+                       "a proxy forwards to this server, every client counts as %s for the unknown-token limit, "
+                       "the admin lockout and the logs. List the proxies in SECKILL_TRUSTED_PROXIES, a TLS proxy "
+                       "in front of HAProxy too (docs/operations.md, 'Abusive clients'). Said once per process.",
+                       remote, ", ".join(h[5:].replace("_", "-").title() for h in FORWARDING_HEADERS if h in meta),
+                       remote)

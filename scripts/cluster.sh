@@ -43,10 +43,29 @@ REDIS_CLUSTER_MIN_REPLICAS=1
 REDIS_CLUSTER_MAX_LAG=2
 REDIS_CLUSTER_NODE_TIMEOUT_MS=2000
 
+# Every node requires a password (requirepass; masterauth for the replicas), made
+# once per cluster into $REDIS_CLUSTER_DIR/password (0600, hex, so it goes into a
+# URL as it is) and kept until down --wipe: any local user could otherwise write
+# to the cluster's keys, and a shop's tests and benchmarks run on it. Every client
+# gets it from here: redis-cli through REDISCLI_AUTH (never in argv), the app
+# through redis_cluster_url, the fault matrix and the tests through that URL.
+redis_cluster_password_file() { printf '%s/password' "$REDIS_CLUSTER_DIR"; }
+
+redis_cluster_password() {  # prints the cluster's password, making it on first use
+  local file; file="$(redis_cluster_password_file)"
+  if [ ! -s "$file" ]; then
+    mkdir -p "$REDIS_CLUSTER_DIR"
+    (umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$file.tmp.$$" && mv "$file.tmp.$$" "$file")
+  fi
+  chmod 600 "$file"
+  cat "$file"
+}
+
 redis_cli() {  # port args...: one command, at most 2 s (a SIGSTOPped node accepts the
   # connection and never answers, and redis-cli has no reply timeout of its own)
   local port="$1"; shift
-  timeout 2 redis-cli -h "$REDIS_CLUSTER_HOST" -p "$port" "$@" 2>/dev/null | tr -d '\r'
+  REDISCLI_AUTH="$(redis_cluster_password)" timeout 2 redis-cli -h "$REDIS_CLUSTER_HOST" -p "$port" "$@" 2>/dev/null |
+    tr -d '\r'
 }
 
 redis_cluster_field() {  # port field: one "field:value" line of CLUSTER INFO
@@ -66,14 +85,20 @@ redis_node_pid() {  # port: prints the pid of our node on that port, fails if it
 }
 
 redis_node_write_config() {  # port
-  local dir; dir="$(redis_node_dir "$1")"
+  local dir password; dir="$(redis_node_dir "$1")"
+  password="$(redis_cluster_password)"
+  # it holds the password: the owner's only, from the first byte
+  (umask 077; : >"$dir/redis.conf")
+  chmod 600 "$dir/redis.conf"
   cat >"$dir/redis.conf" <<CONF
 # Written by scripts/cluster on every start of this node: edit cluster.sh instead.
 port $1
-# loopback only, so protected mode (which refuses remote clients of a server with
-# no password) has nothing to refuse and stays at its default
+# loopback only, and a password (the cluster's, in ../password) for every client
+# and for the replicas' link to their master
 bind $REDIS_CLUSTER_HOST
 protected-mode yes
+requirepass $password
+masterauth $password
 daemonize yes
 dir "$dir"
 pidfile "$dir/redis.pid"
@@ -154,7 +179,8 @@ redis_cluster_form() {  # creates the cluster on fresh nodes, or joins a fresh n
     log "creating the cluster: 3 masters, $REDIS_CLUSTER_REPLICAS replicas each"
     local nodes=()
     for port in "${REDIS_CLUSTER_PORTS[@]}"; do nodes+=("$REDIS_CLUSTER_HOST:$port"); done
-    redis-cli --cluster create "${nodes[@]}" --cluster-replicas "$REDIS_CLUSTER_REPLICAS" --cluster-yes >/dev/null
+    REDISCLI_AUTH="$(redis_cluster_password)" redis-cli --cluster create "${nodes[@]}" \
+      --cluster-replicas "$REDIS_CLUSTER_REPLICAS" --cluster-yes >/dev/null
   elif [ -n "$formed" ]; then
     # a node whose directory was deleted comes back empty: it joins as a replica
     # of the master with the fewest. The others still know it by its old id, which
@@ -164,7 +190,8 @@ redis_cluster_form() {  # creates the cluster on fresh nodes, or joins a fresh n
     local old other
     for port in "${fresh[@]}"; do
       log "adding fresh node $port to the cluster as a replica"
-      redis-cli --cluster add-node "$REDIS_CLUSTER_HOST:$port" "$REDIS_CLUSTER_HOST:$formed" --cluster-slave >/dev/null
+      REDISCLI_AUTH="$(redis_cluster_password)" redis-cli --cluster add-node "$REDIS_CLUSTER_HOST:$port" \
+        "$REDIS_CLUSTER_HOST:$formed" --cluster-slave >/dev/null
     done
     if [ "${#fresh[@]}" -gt 0 ]; then
       sleep 1  # the new ids spread by gossip first
@@ -221,11 +248,33 @@ redis_cluster_ports_taken() {  # any of the nine ports (or their bus ports) in u
   return 1
 }
 
-redis_cluster_url() {  # REDIS_URL of this cluster: every node a seed, so any one that answers gives the layout
-  local seeds=() port
+redis_cluster_url() {  # REDIS_URL of this cluster, with its password: every node a seed, so any one that
+  # answers gives the layout
+  local seeds=() port password
+  password="$(redis_cluster_password)"
   for port in "${REDIS_CLUSTER_PORTS[@]}"; do seeds+=("$REDIS_CLUSTER_HOST:$port"); done
   local IFS=,
-  printf 'redis+cluster://%s' "${seeds[*]}"
+  printf 'redis+cluster://:%s@%s' "$password" "${seeds[*]}"
+}
+
+redis_cluster_secure_running() {  # gives the password to running nodes that were started without one
+  # A cluster started before its nodes had a password keeps running as it was;
+  # the next up sets it live (masterauth everywhere first, so that no replica
+  # is refused by its master), and every later start reads it from redis.conf.
+  local port pids=() password
+  for port in "${REDIS_CLUSTER_PORTS[@]}"; do
+    redis_node_pid "$port" >/dev/null || continue
+    [ "$(timeout 2 redis-cli -h "$REDIS_CLUSTER_HOST" -p "$port" ping 2>/dev/null | tr -d '\r')" = PONG ] && pids+=("$port")
+  done
+  [ "${#pids[@]}" -gt 0 ] || return 0
+  password="$(redis_cluster_password)"
+  log "Redis node(s) ${pids[*]} run without the cluster's password: setting it ($(redis_cluster_password_file))"
+  for port in "${pids[@]}"; do
+    timeout 2 redis-cli -h "$REDIS_CLUSTER_HOST" -p "$port" config set masterauth "$password" >/dev/null
+  done
+  for port in "${pids[@]}"; do
+    timeout 2 redis-cli -h "$REDIS_CLUSTER_HOST" -p "$port" config set requirepass "$password" >/dev/null
+  done
 }
 
 redis_cluster_rebalance() {  # moves replicas until every master has REDIS_CLUSTER_REPLICAS of them
@@ -254,6 +303,7 @@ redis_cluster_rebalance() {  # moves replicas until every master has REDIS_CLUST
 redis_cluster_up() {
   local deadline=$((SECONDS + 60)) balanced=""
   redis_cluster_ensure_installed
+  redis_cluster_secure_running
   redis_cluster_start_nodes
   redis_cluster_form
   # cluster_state:ok comes first; a restarted node then still needs its resync
@@ -428,6 +478,10 @@ rabbitmq_node_pid() {  # port: prints the pid of our node on that port, fails if
 rabbitmq_node_write_config() {  # port
   local dir; dir="$(rabbitmq_node_dir "$1")"
   mkdir -p "$dir/mnesia" "$dir/log"
+  # rabbitmq.conf holds the user's password: the owner's only, as the cookie is,
+  # from the first byte (a file that exists keeps its mode: chmod as well)
+  (umask 077; : >"$dir/rabbitmq.conf" && : >"$dir/rabbitmq-env.conf")
+  chmod 600 "$dir/rabbitmq.conf" "$dir/rabbitmq-env.conf"
   cat >"$dir/rabbitmq.conf" <<CONF
 # Written by scripts/cluster on every start of this node: edit cluster.sh instead.
 listeners.tcp.local = $RABBITMQ_CLUSTER_HOST:$1
@@ -435,6 +489,8 @@ listeners.tcp.local = $RABBITMQ_CLUSTER_HOST:$1
 # (rabbitmq_cluster_user makes sure of it afterwards).
 default_user = $RABBITMQ_CLUSTER_USER
 default_pass = $RABBITMQ_CLUSTER_PASSWORD
+# no administrator tag: the app needs its vhost's permissions only (as in compose)
+default_user_tags.administrator = false
 default_permissions.configure = .*
 default_permissions.read = .*
 default_permissions.write = .*
@@ -576,7 +632,7 @@ rabbitmq_cluster_user() {  # the cluster's user, with every permission on "/"
   log "RabbitMQ cluster: setting up user $RABBITMQ_CLUSTER_USER"
   rabbitmq_ctl "$port" rabbitmqctl add_user "$RABBITMQ_CLUSTER_USER" "$RABBITMQ_CLUSTER_PASSWORD" >/dev/null 2>&1 ||
     rabbitmq_ctl "$port" rabbitmqctl change_password "$RABBITMQ_CLUSTER_USER" "$RABBITMQ_CLUSTER_PASSWORD" >/dev/null
-  rabbitmq_ctl "$port" rabbitmqctl set_user_tags "$RABBITMQ_CLUSTER_USER" administrator >/dev/null
+  rabbitmq_ctl "$port" rabbitmqctl set_user_tags "$RABBITMQ_CLUSTER_USER" >/dev/null  # no tags: not an administrator
   rabbitmq_ctl "$port" rabbitmqctl set_permissions -p / "$RABBITMQ_CLUSTER_USER" '.*' '.*' '.*' >/dev/null
 }
 
@@ -671,7 +727,7 @@ rabbitmq_cluster_status() {  # one line per node; exit 0 when every node runs an
     printf '%-6s %-8s %-8s %-28s %s\n' "$port" "$pid" "$state" "$(rabbitmq_node_name "$port")" "$member"
   done
   if [ "$running" = "${#RABBITMQ_CLUSTER_PORTS[@]}" ] && rabbitmq_cluster_clustered; then
-    echo "rabbitmq cluster ok: ${#RABBITMQ_CLUSTER_PORTS[@]} nodes running and clustered ($(rabbitmq_cluster_url | sed 's/:[^:@]*@/:***@/g'))"
+    echo "rabbitmq cluster ok: ${#RABBITMQ_CLUSTER_PORTS[@]} nodes running and clustered ($(without_passwords "$(rabbitmq_cluster_url)"))"
   else
     echo "rabbitmq cluster NOT ok ($running/${#RABBITMQ_CLUSTER_PORTS[@]} nodes running)"
     return 1

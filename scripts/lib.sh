@@ -1,7 +1,7 @@
 # Shared set-up for scripts/up and scripts/test. Sourced, not run.
 # Installs (Debian packages, as root) and starts MariaDB, Redis and RabbitMQ when
-# they are missing or stopped, then builds the virtualenv from requirements.txt and
-# requirements-dev.txt (the lint). HAProxy (ensure_haproxy) is installed only where
+# they are missing or stopped, then builds the virtualenv from requirements.txt (what
+# the image runs) and requirements-dev.txt (tests, lint, benchmark tools). HAProxy (ensure_haproxy) is installed only where
 # asked for, and started by whoever needs it, with a config of its own.
 set -euo pipefail
 
@@ -11,6 +11,10 @@ PY="$VENV/bin/python"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 log() { printf '[seckill] %s\n' "$*" >&2; }
+
+without_passwords() {  # text: every scheme://user:password@ in it as scheme://user:***@ (for logs)
+  sed -E 's#([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@;, ]*):[^@/;, ]*@#\1:***@#g' <<<"$1"
+}
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && exec 3>&- 3<&-; }
 
@@ -36,19 +40,49 @@ ensure_build_deps() {
   if [ "${#missing[@]}" -gt 0 ]; then log "installing build dependencies: ${missing[*]}"; apt_install "${missing[@]}" python3-dev; fi
 }
 
+# Written when ensure_mariadb installs the server: only that server's accounts are
+# this script's to change.
+MARIADB_INSTALLED_MARKER="${SECKILL_MARIADB_MARKER:-/var/lib/seckill/mariadb-installed-by-scripts}"
+
+mariadb_url() {  # args...: the mariadb client as DATABASE_URL's user (root with no password on
+  # 127.0.0.1:3306 when it is unset, the local defaults); the password through MYSQL_PWD, not argv
+  local parts=()
+  mapfile -t parts < <(python3 -c '
+import sys, urllib.parse as u
+url = u.urlsplit(sys.argv[1])
+print(u.unquote(url.username or "root")); print(url.hostname or "127.0.0.1"); print(url.port or 3306)
+print(u.unquote(url.password or ""))' "${DATABASE_URL:-mysql://root:@127.0.0.1:3306/}")
+  MYSQL_PWD="${parts[3]}" mariadb "-u${parts[0]}" "-h${parts[1]}" "-P${parts[2]}" "$@"
+}
+
 ensure_mariadb() {
   if ! port_open 3306; then
     if ! command -v mariadbd >/dev/null && ! command -v mysqld >/dev/null; then
       log "installing MariaDB"; apt_install mariadb-server mariadb-client
+      mkdir -p "$(dirname "$MARIADB_INSTALLED_MARKER")" && date -u >"$MARIADB_INSTALLED_MARKER"
     fi
     log "starting MariaDB"
     mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
     start-stop-daemon --start --oknodo --background --exec "$(command -v mariadbd || command -v mysqld)" -- --user=mysql --bind-address=127.0.0.1
     wait_port 3306 MariaDB 60
   fi
-  # root over TCP with an empty password, as the local defaults expect
-  mariadb -uroot -h127.0.0.1 -e "SELECT 1" >/dev/null 2>&1 || mariadb -uroot -e \
-    "ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD(''); FLUSH PRIVILEGES;" || true
+  mariadb_url -e "SELECT 1" >/dev/null 2>&1 && return 0
+  if [ -n "${DATABASE_URL:-}" ]; then
+    log "MariaDB refuses the user of DATABASE_URL ($(without_passwords "$DATABASE_URL")): check its user and password"
+    return 1
+  fi
+  if [ -f "$MARIADB_INSTALLED_MARKER" ]; then
+    # root over TCP with an empty password, as the local defaults expect
+    log "MariaDB refuses root over TCP without a password; this script installed it ($MARIADB_INSTALLED_MARKER):" \
+      "switching root@localhost to an empty password, as the local defaults expect"
+    mariadb -uroot -e \
+      "ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD(''); FLUSH PRIVILEGES;"
+    return 0
+  fi
+  log "MariaDB on 127.0.0.1:3306 refuses root without a password, and this script did not install it, so its" \
+    "accounts are left as they are. Set DATABASE_URL=mysql://USER:PASSWORD@127.0.0.1:3306/seckill (a user that" \
+    "may create databases: the tests make test_<name>) and run again."
+  return 1
 }
 
 ensure_redis() {
@@ -99,12 +133,17 @@ ensure_services() {
   ensure_rabbitmq
 }
 
+requirements_stamp() {  # the pins of both files, sorted: a comment, or a pin moved between them, installs nothing
+  cat "$PROJECT_DIR/requirements.txt" "$PROJECT_DIR/requirements-dev.txt" | sed -e 's/#.*//' -e 's/[[:space:]]//g' |
+    grep -v '^$' | LC_ALL=C sort | sha256sum | cut -d' ' -f1
+}
+
 ensure_venv() {
   ensure_build_deps
   local stamp="$VENV/.requirements.sha"
   local want
-  # one stamp for both files: an edit to either installs again
-  want="$(cat "$PROJECT_DIR/requirements.txt" "$PROJECT_DIR/requirements-dev.txt" | sha256sum | cut -d' ' -f1)"
+  # one stamp for both files (the runtime's and the tests' and tools'): a change of a pin installs again
+  want="$(requirements_stamp)"
   if [ ! -x "$PY" ]; then log "creating virtualenv $VENV"; python3 -m venv "$VENV"; fi
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     log "installing Python requirements"
@@ -124,5 +163,5 @@ ensure_messages() {
 }
 
 ensure_database() {  # name
-  mariadb -uroot -h127.0.0.1 -e "CREATE DATABASE IF NOT EXISTS \`$1\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
+  mariadb_url -e "CREATE DATABASE IF NOT EXISTS \`$1\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"
 }

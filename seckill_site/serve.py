@@ -20,7 +20,9 @@ What this adds to the plain `granian` command:
 - a worker whose main process was killed outright stops (the kernel tells
   it), instead of serving on with nobody to replace or stop it;
 - threads sized for the bounded backlog (core.admission), so the excess is
-  answered 503 by the process rather than queued where nothing sees it.
+  answered 503 by the process rather than queued where nothing sees it;
+- a start refused when its processes could open more MySQL connections than
+  MariaDB allows (seckill_site/capacity.py).
 """
 from __future__ import annotations
 
@@ -181,6 +183,9 @@ def main(argv: list[str]) -> None:
     if len(argv) > 1 or (argv and argv[0].startswith("-")):
         sys.exit(__doc__)
     refuse_a_taken_port(webserver.BIND)
+    from seckill_site import capacity
+
+    capacity.connections_check()
     import os
 
     os.environ[MAIN_PID_VARIABLE] = str(os.getpid())  # inherited by every worker forked

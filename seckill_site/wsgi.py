@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.wsgi import get_wsgi_application
 
-from core import admission, connections
+from core import admission, client, connections
 from seckill_site import webserver
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "seckill_site.settings.local")
@@ -64,8 +64,11 @@ class Application:
         self.probes = {path: admission.Gate(slots=webserver.PROBE_SLOTS, queue=0, wait_s=0)
                        for path in (HEALTH_PATH, METRICS_PATH)}
         self.db = connections.Lender(keep=webserver.SLOTS)
+        self.forwarding = client.ForwardingWatch()
 
     def __call__(self, environ, start_response):
+        if self.forwarding.active:
+            self.forwarding.see(environ)
         path = environ.get("PATH_INFO", "")
         probe = self.probes.get(path)
         if probe is not None and (path == HEALTH_PATH or is_bearer(environ)):

@@ -278,17 +278,19 @@ def web(process_env):
 PROXY_SOURCE = "127.0.0.2"
 
 
-def start_proxy(*webs: Proc, name: str = "haproxy", port: int | None = None) -> Proc:
-    """HAProxy on a free port (or `port`) in front of `webs`, with the config
-    scripts/up --cluster runs (scripts/haproxy-config from deploy/haproxy.cfg.in)
-    and a runtime API socket (`.socket`); returns once every instance is UP."""
+def start_proxy(*webs: Proc, name: str = "haproxy", port: int | None = None, tls_edge: str = "") -> Proc:
+    """HAProxy on a free port (or `port`) in front of `webs` (anything with a
+    `.port` on 127.0.0.1), with the config scripts/up --cluster runs
+    (scripts/haproxy-config from deploy/haproxy.cfg.in; `tls_edge` its
+    SECKILL_PROXY_TLS_EDGE) and a runtime API socket (`.socket`); returns once
+    every instance is UP."""
     port = port or free_port()
     logs = ROOT / "var" / "test-logs"
     logs.mkdir(parents=True, exist_ok=True)
     config, sock = logs / f"{name}.cfg", logs / f"{name}.sock"
     env = dict(os.environ, SECKILL_PROXY_LISTEN=f"127.0.0.1:{port}", SECKILL_PROXY_SOURCE=PROXY_SOURCE,
                SECKILL_PROXY_WEBS=" ".join(f"127.0.0.1:{w.port}" for w in webs),
-               SECKILL_PROXY_STATS_SOCKET=str(sock))
+               SECKILL_PROXY_STATS_SOCKET=str(sock), SECKILL_PROXY_TLS_EDGE=tls_edge)
     subprocess.run(["sh", str(ROOT / "scripts/haproxy-config"), str(ROOT / "deploy/haproxy.cfg.in"), str(config)],
                    env=env, check=True)
     subprocess.run(["haproxy", "-q", "-c", "-f", str(config)], check=True)

@@ -81,3 +81,50 @@ def test_a_bad_proxy_list_stops_the_start():
                          capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
     assert "SECKILL_TRUSTED_PROXIES: 'proxy.local' is not an address or CIDR" in run.stderr
+
+
+def test_a_proxy_nobody_listed_is_reported_once(caplog, settings):
+    from core.client import ForwardingWatch
+
+    settings.SECKILL_TRUSTED_PROXIES = ()
+    watch = ForwardingWatch()
+    with caplog.at_level("WARNING", logger="core.client"):
+        watch.see({"REMOTE_ADDR": "10.1.2.3"})  # no forwarding header: nothing to say
+        watch.see({"REMOTE_ADDR": "9.9.9.9", "HTTP_X_FORWARDED_FOR": "198.51.100.1"})  # a client on the internet
+        assert watch.active and not caplog.records
+        watch.see({"REMOTE_ADDR": "10.1.2.3", "HTTP_X_FORWARDED_FOR": "198.51.100.1"})
+        watch.see({"REMOTE_ADDR": "127.0.0.1", "HTTP_FORWARDED": "for=198.51.100.1"})
+    [record] = caplog.records
+    assert not watch.active
+    assert "10.1.2.3" in record.getMessage() and "SECKILL_TRUSTED_PROXIES is empty" in record.getMessage()
+    settings.SECKILL_TRUSTED_PROXIES = PROXIES
+    assert not ForwardingWatch().active  # a listed proxy: nothing to watch
+
+
+def test_a_web_server_behind_an_unlisted_proxy_says_so_once(process_env):
+    """The real web tier, no proxy trusted: requests from loopback with
+    X-Forwarded-For (a proxy on this machine) get one warning in the log per
+    worker process; with the proxy listed, none."""
+    import http.client
+    import uuid
+
+    from testsupport.processes import start_web
+
+    def requests(port: int) -> None:
+        for headers in ({"X-Forwarded-For": "198.51.100.1"}, {"X-Forwarded-For": "198.51.100.2"}, {}):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/api/v1/health", headers=headers)
+            conn.getresponse().read()
+            conn.close()
+
+    env = {k: v for k, v in process_env.items() if k != "SECKILL_TRUSTED_PROXIES"}
+    run = uuid.uuid4().hex[:6]  # a log of its own (start_web appends to an existing one)
+    for name, extra, expected in ((f"web-unlisted-proxy-{run}", {}, 1),
+                                  (f"web-listed-proxy-{run}", {"SECKILL_TRUSTED_PROXIES": "127.0.0.1"}, 0)):
+        web = start_web(env, name=name, workers=1, **extra)
+        try:
+            requests(web.port)
+        finally:
+            web.stop()
+        assert web.log_text().count("SECKILL_TRUSTED_PROXIES is empty") == expected, web.log_text()[-2000:]
+        web.log.unlink()

@@ -25,7 +25,11 @@ pytestmark = [pytest.mark.redis_cluster,
 
 
 def cluster_info(port: str) -> dict[str, str]:
+    from django.conf import settings
+
+    # the cluster's password, from REDIS_URL as the app has it (never in argv)
     out = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", port, "cluster", "info"],
+                         env=dict(os.environ, REDISCLI_AUTH=settings.REDIS_CLUSTER_PASSWORD or ""),
                          capture_output=True, text=True, timeout=10, check=True).stdout
     return dict(line.split(":", 1) for line in out.split() if ":" in line)
 

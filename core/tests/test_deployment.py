@@ -20,6 +20,7 @@ PRODUCTION_ENV = {
     "DATABASE_URL": "mysql://seckill:pw@db.internal:3306/seckill",
     "REDIS_URL": "redis://:pw@cache.internal:6379/0",
     "CELERY_BROKER_URL": "amqp://seckill:pw@mq.internal:5672//",
+    "SECKILL_PAYMENT_WEBHOOK_SECRET": "whsec-" + "Rt8m" * 10,
 }
 
 
@@ -48,6 +49,133 @@ def test_production_refuses_weak_or_shared_secrets(change, word):
     assert out.returncode != 0 and word in out.stderr, out.stderr[-800:]
 
 
+def test_production_refuses_to_start_when_nothing_could_pay_an_order():
+    """Buyer pay is off by default in production; without the webhook's secret
+    no order could ever be paid, so the settings refuse to load."""
+    env = {k: v for k, v in PRODUCTION_ENV.items() if k != "SECKILL_PAYMENT_WEBHOOK_SECRET"}
+    for extra in ({}, {"SECKILL_BUYER_PAY": "0"}):
+        out = manage("check", env={**env, **extra})
+        assert out.returncode != 0, out.stdout
+        assert "SECKILL_PAYMENT_WEBHOOK_SECRET" in out.stderr and "SECKILL_BUYER_PAY" in out.stderr, out.stderr[-800:]
+
+
+def test_production_buyer_pay_is_an_opt_in_that_warns_at_every_start():
+    from django.conf import settings
+
+    out = manage("shell", "-c", "from django.conf import settings; print('buyer pay', settings.SECKILL_BUYER_PAY)",
+                 env=PRODUCTION_ENV)
+    assert out.returncode == 0 and "buyer pay False" in out.stdout, out.stderr[-800:]
+    assert "SECKILL_BUYER_PAY" not in out.stderr
+    # the opt-in starts even without a webhook, and says loudly what it allows
+    env = {k: v for k, v in PRODUCTION_ENV.items() if k != "SECKILL_PAYMENT_WEBHOOK_SECRET"}
+    out = manage("shell", "-c", "from django.conf import settings; print('buyer pay', settings.SECKILL_BUYER_PAY)",
+                 env={**env, "SECKILL_BUYER_PAY": "1"})
+    assert out.returncode == 0 and "buyer pay True" in out.stdout, out.stderr[-800:]
+    [warning] = [line for line in out.stderr.splitlines() if "SECKILL_BUYER_PAY=1" in line]
+    assert "WARNING" in warning and "any buyer can mark an order PAID" in warning, warning
+    assert settings.SECKILL_BUYER_PAY  # the local and test settings keep the demo path
+
+
+def test_a_buyer_pay_under_the_production_default_is_409_payment_by_provider(process_env, worker, api, make_sku,
+                                                                              make_buyers):
+    """A real web tier under the production settings, with nothing about
+    payments set but the webhook's secret: the buyer's POST pay is refused, with
+    or without a payment id, and the order stays unpaid."""
+    import http.client
+    import json
+
+    from testsupport.http import place
+    from testsupport.processes import start_web
+    from testsupport.stores import confirmed
+    from orders.models import Order
+
+    sku = make_sku(stock=2)
+    [(_, token)] = make_buyers(1)
+    order_id = place(api(token), sku.sku_id)
+    confirmed(order_id)
+    env = {k: v for k, v in process_env.items() if not k.startswith("SECKILL_") or k in (
+        "SECKILL_REDIS_PREFIX", "SECKILL_QUEUE")}
+    web = start_web(env, name="web-production-pay", workers=1, **{
+        **{k: v for k, v in PRODUCTION_ENV.items() if k not in ("DATABASE_URL", "REDIS_URL")},
+        "DJANGO_SECURE_SSL_REDIRECT": "false"})
+    try:
+        answers = []
+        for body in ("", json.dumps({"payment_id": "pay-" + order_id})):
+            conn = http.client.HTTPConnection("127.0.0.1", web.port, timeout=10)
+            conn.request("POST", f"/api/v1/orders/{order_id}/pay", body,
+                         {"Authorization": f"Token {token}", "Content-Type": "application/json"})
+            resp = conn.getresponse()
+            answers.append((resp.status, json.loads(resp.read())["code"]))
+            conn.close()
+    finally:
+        web.stop()
+    assert answers == [(409, "payment_by_provider")] * 2, web.log_text()[-2000:]
+    assert Order.objects.get(pk=order_id).status == Order.Status.PENDING_PAYMENT
+
+
+@pytest.mark.parametrize("days, refused", [("0", True), ("-7", True), ("0.5", True), ("nan", True), ("soon", True),
+                                           ("1", False), ("1.5", False), ("", False)])
+def test_a_retention_below_one_day_is_refused_at_start(days, refused):
+    """0 or less would have the retention sweep delete every finished order at
+    its next run; the settings refuse it, under every settings module."""
+    for env in (PRODUCTION_ENV, {"DJANGO_SETTINGS_MODULE": "seckill_site.settings.local"}):
+        out = manage("shell", "-c", "from django.conf import settings; print(settings.SECKILL_RETENTION_DAYS)",
+                     env={**env, "SECKILL_RETENTION_DAYS": days})
+        if refused:
+            assert out.returncode != 0 and "SECKILL_RETENTION_DAYS" in out.stderr, out.stdout + out.stderr[-800:]
+        else:
+            assert out.returncode == 0 and float(out.stdout.split()[-1]) == float(days or 30), out.stderr[-800:]
+
+
+ROUTES_AND_SCHEMA = """
+from django.urls import get_resolver
+from seckill_site.urls import api_document
+
+def walk(patterns, prefix=""):
+    for p in patterns:
+        if hasattr(p, "url_patterns"):
+            yield from walk(p.url_patterns, prefix + str(p.pattern))
+        else:
+            yield prefix + str(p.pattern)
+
+print("routes", *walk(get_resolver().url_patterns))
+print("schema", *api_document()["paths"])
+"""
+
+
+def _routes_and_schema(env: dict[str, str]) -> tuple[list[str], list[str]]:
+    out = manage("shell", "-c", ROUTES_AND_SCHEMA, env=env)
+    assert out.returncode == 0, out.stderr[-800:]
+    lines = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines() if line.strip()}
+    return lines["routes"], lines["schema"]
+
+
+def test_production_serves_no_benchmark_endpoint():
+    """The baseline and the MySQL-only purchase are the benchmark's hooks: not
+    routed, not in the schema under the production settings, which refuse the
+    flag that would add them; the benchmark's settings (local + the flag) have them."""
+    routes, schema = _routes_and_schema(PRODUCTION_ENV)
+    assert "api/v1/orders" in routes and "/api/v1/orders" in schema  # the walk sees the API
+    assert not [r for r in routes if "baseline" in r or "bench" in r], routes
+    assert not [p for p in schema if "baseline" in p or "bench" in p], schema
+    refused = manage("check", env={**PRODUCTION_ENV, "SECKILL_BENCH_ENDPOINTS": "1"})
+    assert refused.returncode != 0 and "SECKILL_BENCH_ENDPOINTS" in refused.stderr, refused.stderr[-800:]
+    local = {"DJANGO_SETTINGS_MODULE": "seckill_site.settings.local"}
+    routes, schema = _routes_and_schema(local)
+    assert not [r for r in routes if "baseline" in r or "bench" in r], routes  # off unless asked for
+    from benchmarks import harness
+
+    bench_env = {}
+    with pytest.MonkeyPatch.context() as mp:  # what the benchmark's processes run with
+        mp.setattr(os, "environ", dict(os.environ))
+        mp.setattr(sys, "path", list(sys.path))
+        harness.configure(db_name="seckill_bench", redis_db=0, queue="seckill-bench")
+        bench_env = {k: os.environ[k] for k in ("DJANGO_SETTINGS_MODULE", "SECKILL_BENCH_ENDPOINTS")}
+    routes, schema = _routes_and_schema(bench_env)
+    assert "api/v1/baseline" in routes and "/api/v1/baseline" in schema, routes
+    assert "api/v1/bench/mysql-orders" in routes, routes
+
+
 def test_check_deploy_is_clean_under_production_settings():
     out = manage("check", "--deploy", "--fail-level", "WARNING", env=PRODUCTION_ENV)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -73,6 +201,21 @@ def test_compose_takes_every_secret_from_the_environment():
     assert "change-me" not in text and "seckill@mysql" not in text  # no password written in the file
 
 
+def test_both_compose_files_pay_through_the_provider_by_default():
+    """The webhook's secret is required like the other secrets, buyer pay is
+    passed and off unless asked for, and the cluster file's app services (its
+    own and the ones extending the base file's) keep both."""
+    app_env = _compose()["x-app"]["environment"]
+    assert app_env["SECKILL_PAYMENT_WEBHOOK_SECRET"].startswith("${SECKILL_PAYMENT_WEBHOOK_SECRET:?"), app_env
+    assert app_env["SECKILL_BUYER_PAY"] == "${SECKILL_BUYER_PAY:-0}"
+    base = _compose()["services"]
+    for name, service in _cluster_compose()["services"].items():
+        origin = service.get("extends", {}).get("service", name)
+        if origin in APP_SERVICES and origin in base:
+            assert base[origin]["environment"]["SECKILL_BUYER_PAY"] == "${SECKILL_BUYER_PAY:-0}", name
+            assert not {"SECKILL_BUYER_PAY", "SECKILL_PAYMENT_WEBHOOK_SECRET"} & set(service.get("environment", {}))
+
+
 def test_compose_publishes_the_web_on_loopback_and_keeps_redis_on_disk():
     compose = _compose()
     [port] = compose["services"]["web"]["ports"]
@@ -82,6 +225,108 @@ def test_compose_publishes_the_web_on_loopback_and_keeps_redis_on_disk():
     assert redis_cmd[redis_cmd.index("--appendonly") + 1] == "yes"
     for name in ("web", "worker", "beat"):
         assert "healthcheck" in compose["services"][name], name
+
+
+def _entrypoint_sandbox(tmp_path: Path, script: str, paths: dict[str, str]) -> tuple[str, Path]:
+    """A compose entrypoint's `sh -c` script as the container would run it
+    (Compose's `$$` is `$`), its files moved under tmp_path, with stand-ins for
+    chown and the image's docker-entrypoint.sh (which prints what it is given)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "chown").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "docker-entrypoint.sh").write_text('#!/bin/sh\necho "image entrypoint: $*"\n')
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    script = script.replace("$$", "$")
+    for old, new in paths.items():
+        script = script.replace(old, new)
+    return script, bin_dir
+
+
+def test_compose_keeps_the_redis_password_off_the_command_line(tmp_path):
+    """The single Redis and every cluster node read requirepass (and masterauth)
+    from a file their entrypoint writes, mode 0600, from REDISCLI_AUTH: a real
+    redis-server started with that file refuses a client without the password."""
+    import redis as redis_py
+
+    redis = _compose()["services"]["redis"]
+    assert redis["command"][:2] == ["redis-server", REDIS_AUTH_CONF], redis["command"]
+    assert "REDIS_PASSWORD" not in " ".join(redis["command"]) and "--requirepass" not in redis["command"]
+    assert redis["environment"] == {"REDISCLI_AUTH": REDIS_PASSWORD_REF}
+    sh, dash_c, script, zero = redis["entrypoint"]
+    assert (sh, dash_c, zero) == ("sh", "-c", "redis")
+    conf = tmp_path / "auth.conf"
+    script, bin_dir = _entrypoint_sandbox(tmp_path, script, {REDIS_AUTH_CONF: str(conf)})
+    password = "a1b2c3" * 6
+    out = subprocess.run(["sh", "-c", script, "redis", *redis["command"]], capture_output=True, text=True,
+                         env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "REDISCLI_AUTH": password}, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "image entrypoint: " + " ".join(redis["command"])  # the command as it was
+    assert conf.stat().st_mode & 0o777 == 0o600
+    assert password not in out.stdout + " ".join(redis["command"])
+    from testsupport.processes import free_port
+
+    port = free_port()
+    server = subprocess.Popen(["redis-server", str(conf), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    try:
+        from testsupport import wait_until
+
+        def answers(**auth) -> object:
+            try:
+                return redis_py.Redis(port=port, socket_timeout=2, **auth).ping()
+            except redis_py.AuthenticationError as exc:
+                return exc
+            except redis_py.ConnectionError:  # not listening yet
+                return None
+
+        wait_until(lambda: answers(password=password) is True, timeout=15, what="redis-server with the file")
+        assert isinstance(answers(), redis_py.AuthenticationError)  # refused without the password
+        assert isinstance(answers(password="wrong"), redis_py.AuthenticationError)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_compose_gives_the_rabbitmq_app_user_no_administrator_tag():
+    conf = (ROOT / "deploy/rabbitmq-app-user.conf").read_text()
+    settings = dict(line.split(" = ", 1) for line in conf.splitlines() if line and not line.startswith("#"))
+    # RabbitMQ tags its default user with what default_user_tags.<tag> = true names, administrator unless told
+    assert settings == {"default_user_tags.administrator": "false", "default_permissions.configure": ".*",
+                        "default_permissions.read": ".*", "default_permissions.write": ".*"}
+    mount = "./deploy/rabbitmq-app-user.conf:/etc/rabbitmq/conf.d/10-seckill-app-user.conf:ro"
+    assert mount in _compose()["services"]["rabbitmq"]["volumes"]
+    for name in RABBITMQ_NODES:
+        assert mount in _cluster_compose()["services"][name]["volumes"], name
+
+
+@pytest.mark.parametrize("cookie, ok", [("A" * 19, False), ("abc-" * 8, False), ("a b" * 10, False),
+                                        ("0123456789abcdefABCD", True), ("f3" * 32, True)])
+def test_the_cluster_nodes_refuse_a_short_or_odd_erlang_cookie(tmp_path, cookie, ok):
+    """The entrypoint of the RabbitMQ nodes, run with the cookie given: one
+    under 20 letters and digits stops the node before the image starts it."""
+    [sh, dash_c, script] = _cluster_compose()["services"]["rabbitmq-1"]["entrypoint"]
+    data = tmp_path / "rabbitmq"
+    data.mkdir()
+    script, bin_dir = _entrypoint_sandbox(tmp_path, script, {"/var/lib/rabbitmq": str(data)})
+    out = subprocess.run([sh, dash_c, script], capture_output=True, text=True, timeout=30,
+                         env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "SECKILL_RABBITMQ_COOKIE": cookie})
+    cookie_file = data / ".erlang.cookie"
+    if ok:
+        assert out.returncode == 0 and out.stdout.strip() == "image entrypoint: rabbitmq-server", out.stderr
+        assert cookie_file.read_text() == cookie and cookie_file.stat().st_mode & 0o777 == 0o600
+    else:
+        assert out.returncode != 0 and "SECKILL_RABBITMQ_COOKIE must be 20 or more letters and digits" in out.stderr
+        assert "image entrypoint" not in out.stdout and not cookie_file.exists()
+
+
+def test_compose_sets_the_web_processes_so_their_connections_fit_mariadb():
+    from seckill_site import webserver
+
+    web = _compose()["services"]["web"]["environment"]
+    assert web["WEB_CONCURRENCY"] == "${WEB_CONCURRENCY:-2}"
+    # two processes x the slots, and the worker, within MariaDB's default of 151
+    assert 2 * webserver.SLOTS + 4 <= 151
 
 
 def test_the_image_and_compose_run_the_default_server_with_time_to_stop_gracefully():
@@ -95,6 +340,85 @@ def test_the_image_and_compose_run_the_default_server_with_time_to_stop_graceful
     assert grace > webserver.GRACEFUL_S  # compose's SIGKILL comes after the server's own deadline
     cmd = [line for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("CMD ")]
     assert cmd == ['CMD ["python", "-m", "seckill_site.serve"]']
+
+
+def _requirements(name: str) -> dict[str, str]:
+    import re
+
+    pins = {}
+    for line in (ROOT / name).read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            package, version = line.split("==")
+            pins[re.sub(r"\[.*\]", "", package).lower()] = version
+    return pins
+
+
+DEV_ONLY = ("pytest", "pytest-django", "hypothesis", "selenium", "schemathesis", "openapi-python-client", "ruff",
+            "py-spy", "pyuwsgi")
+
+
+def test_the_runtime_requirements_hold_no_test_lint_or_benchmark_tool():
+    runtime, dev = _requirements("requirements.txt"), _requirements("requirements-dev.txt")
+    assert not set(runtime) & set(dev), set(runtime) & set(dev)  # each pin once
+    assert set(DEV_ONLY) <= set(dev) and not set(DEV_ONLY) & set(runtime)
+    assert {"django", "mysqlclient", "celery", "granian", "gunicorn", "redis"} <= set(runtime)
+    # and the app itself (what the image runs) imports none of them
+    import ast
+
+    dev_modules = {"pytest", "pytest_django", "hypothesis", "selenium", "schemathesis", "openapi_python_client"}
+    offenders = []
+    for app in ("accounts", "core", "inventory", "orders", "reconciliation", "seckill_site"):
+        for path in (ROOT / app).rglob("*.py"):
+            if "tests" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in dev_modules]
+    assert not offenders, offenders
+
+
+def _dockerfile_stages() -> list[list[str]]:
+    """The Dockerfile's instructions (continuation lines joined), per stage; the
+    ARGs before the first FROM are stage 0."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    stages: list[list[str]] = [[]]
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("FROM "):
+            stages.append([])
+        stages[-1].append(line)
+    return stages
+
+
+def test_the_image_builds_in_two_stages_from_a_pinned_base_and_runs_read_only_code():
+    import re
+
+    preamble, build, runtime = _dockerfile_stages()
+    [arg] = preamble
+    found = re.fullmatch(r"ARG PYTHON_IMAGE=python:3\.11-slim-bookworm@sha256:([0-9a-f]{64})", arg)
+    assert found, arg  # the tag for the reader, the digest for the bytes
+    assert build[0] == "FROM ${PYTHON_IMAGE} AS build" and runtime[0] == "FROM ${PYTHON_IMAGE}"
+    build_text, runtime_text = "\n".join(build), "\n".join(runtime)
+    # the compiler and headers only where the wheels are built; no test tool anywhere
+    assert "gcc" in build_text and "libmariadb-dev" in build_text
+    for word in ("gcc", "-dev", "pkg-config", "build-essential", "requirements"):
+        assert word not in runtime_text, word
+    assert "requirements-dev" not in build_text  # the tests, lint and benchmark tools never enter the image
+    assert "pip install -r /tmp/requirements.txt" in build_text
+    assert "COPY --from=build /opt/venv /opt/venv" in runtime
+    # the code is root's and read-only, var/ the app user's own, and the app runs as that user
+    [user] = [line for line in runtime if line.startswith("USER ")]
+    assert user == "USER seckill"
+    [setup] = [line for line in runtime if "useradd" in line]
+    assert "chown -R root:root /app" in setup and "chmod -R a-w,a+rX /app" in setup
+    assert "mkdir -p /app/var && chown seckill /app/var" in setup
+    assert setup.index("chmod -R a-w") < setup.index("chown seckill /app/var")
+    assert runtime.index(setup) < runtime.index(user)
+    assert not [line for line in runtime if line.startswith("COPY") and "--chown" in line]
 
 
 def test_gunicorn_reads_the_same_settings_as_the_default_server(monkeypatch, tmp_path):
@@ -117,7 +441,8 @@ def test_compose_refuses_to_start_without_secrets_and_is_valid_with_them():
                              env={"PATH": os.environ["PATH"]})
     assert refused.returncode != 0 and "set " in refused.stderr
     secrets = {k: "x" for k in ("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "MARIADB_PASSWORD", "REDIS_PASSWORD",
-                                "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD")}
+                                "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD",
+                                "SECKILL_PAYMENT_WEBHOOK_SECRET")}
     valid = subprocess.run(["docker-compose", "config"], cwd=ROOT, capture_output=True, text=True,
                            env={"PATH": os.environ["PATH"], **secrets})
     assert valid.returncode == 0, valid.stderr
@@ -129,6 +454,7 @@ def test_compose_refuses_to_start_without_secrets_and_is_valid_with_them():
 APP_SERVICES = ("migrate", "web", "web-2", "worker", "worker-2", "beat")
 CLUSTER_NET_DEFAULT = "${SECKILL_REDIS_CLUSTER_NET:-10.253.53}"
 REDIS_PASSWORD_REF = "${REDIS_PASSWORD:?set REDIS_PASSWORD}"
+REDIS_AUTH_CONF = "/tmp/seckill-auth.conf"
 
 
 class _Override(dict):
@@ -183,9 +509,12 @@ def test_cluster_override_runs_nine_durable_nodes_that_stop_writing_when_cut_off
     for name, node in nodes.items():
         assert node["image"] == _compose()["services"]["redis"]["image"], name
         cmd = node["command"]
-        assert cmd[0] == "redis-server" and len(cmd) % 2 == 1, cmd
-        opts = dict(zip(cmd[1::2], cmd[2::2]))
-        assert len(opts) == len(cmd) // 2, f"{name}: an option given twice"
+        # the node's password from the config file its entrypoint writes, as the base file's redis
+        assert cmd[:2] == ["redis-server", REDIS_AUTH_CONF] and len(cmd) % 2 == 0, cmd
+        assert node["entrypoint"] == _compose()["services"]["redis"]["entrypoint"], name
+        assert node["environment"]["REDISCLI_AUTH"] == REDIS_PASSWORD_REF, name
+        opts = dict(zip(cmd[2::2], cmd[3::2]))
+        assert len(opts) == len(cmd) // 2 - 1, f"{name}: an option given twice"
         assert opts["--cluster-enabled"] == "yes" and opts["--cluster-config-file"] == "nodes.conf"
         assert opts["--appendonly"] == "yes" and opts["--appendfsync"] == "everysec", name
         assert opts["--min-replicas-to-write"] == _cluster_sh("REDIS_CLUSTER_MIN_REPLICAS") != "0", name
@@ -196,7 +525,7 @@ def test_cluster_override_runs_nine_durable_nodes_that_stop_writing_when_cut_off
         # clients (and MOVED) get a name Docker's DNS resolves, not an address
         assert opts["--cluster-announce-hostname"] == name, name
         assert opts["--cluster-preferred-endpoint-type"] == "hostname", name
-        assert opts["--requirepass"] == opts["--masterauth"] == REDIS_PASSWORD_REF, name
+        assert not {"--requirepass", "--masterauth"} & set(opts) and "REDIS_PASSWORD" not in " ".join(cmd), name
         assert "ports" not in node, name
         [volume] = node["volumes"]
         source, target = volume.split(":")
@@ -338,7 +667,8 @@ def test_cluster_override_runs_a_three_node_rabbitmq_cluster_that_the_app_fails_
         node = services[name]
         assert node["image"] == base["services"]["rabbitmq"]["image"], name
         assert node["hostname"] == name  # the node is rabbit@<hostname>: the name the others list
-        data, mounted = node["volumes"]
+        data, mounted, user = node["volumes"]
+        assert user == "./deploy/rabbitmq-app-user.conf:/etc/rabbitmq/conf.d/10-seckill-app-user.conf:ro", name
         assert data == f"{name}-data:/var/lib/rabbitmq" and data.split(":")[0] in compose["volumes"], name
         assert mounted == "./deploy/rabbitmq-cluster.conf:/etc/rabbitmq/conf.d/20-seckill-cluster.conf:ro", name
         volumes.add(data)
@@ -349,7 +679,7 @@ def test_cluster_override_runs_a_three_node_rabbitmq_cluster_that_the_app_fails_
         assert env["SECKILL_RABBITMQ_COOKIE"].startswith("${SECKILL_RABBITMQ_COOKIE:?"), name
         assert env["RABBITMQ_DEFAULT_PASS"] == RABBITMQ_PASSWORD_REF, name
         script = node["entrypoint"][-1]
-        assert node["entrypoint"][:2] == ["sh", "-c"] and script.startswith("umask 077 && "), script
+        assert node["entrypoint"][:2] == ["sh", "-c"] and "; umask 077 && " in script, script
         assert '"$$SECKILL_RABBITMQ_COOKIE" > /var/lib/rabbitmq/.erlang.cookie' in script
         assert script.endswith("exec docker-entrypoint.sh rabbitmq-server"), script
         assert "rabbit@rabbitmq-1" in " ".join(node["healthcheck"]["test"]), name  # healthy = joined
@@ -396,7 +726,11 @@ def test_cluster_override_runs_two_web_instances_behind_haproxy_with_the_config_
     address = proxy["networks"]["redis-cluster"]["ipv4_address"]
     assert address == f"{CLUSTER_NET_DEFAULT}.10"
     for web in ("web", "web-2"):
-        assert services[web]["environment"]["SECKILL_TRUSTED_PROXIES"] == address, web
+        # and the proxies in front of HAProxy, as the base file trusts them (a TLS proxy)
+        assert services[web]["environment"]["SECKILL_TRUSTED_PROXIES"] == (
+            f"{address},{base['services']['web']['environment']['SECKILL_TRUSTED_PROXIES']}"), web
+    # HAProxy keeps the X-Forwarded-Proto of those proxies only
+    assert proxy["environment"]["SECKILL_PROXY_TLS_EDGE"] == "${SECKILL_TRUSTED_PROXIES:-}"
     ipam = compose["networks"]["redis-cluster"]["ipam"]["config"][0]
     net = lambda text: text.replace(CLUSTER_NET_DEFAULT, "10.253.53")  # noqa: E731
     fixed = ipaddress.ip_address(net(address))
@@ -427,13 +761,22 @@ def test_the_compose_proxy_config_is_one_haproxy_accepts(tmp_path):
     """scripts/haproxy-config with the haproxy service's environment: the config
     it would run (its instances' names unresolved here, which HAProxy allows:
     init-addr none, resolved again at run time)."""
+    import re
+
     proxy = _cluster_compose()["services"]["haproxy"]
-    out = tmp_path / "haproxy.cfg"
-    subprocess.run(["sh", "scripts/haproxy-config", "deploy/haproxy.cfg.in", str(out)], cwd=ROOT, check=True,
-                   env={"PATH": os.environ["PATH"], **proxy["environment"]})
-    text = out.read_text()
-    assert "server web1 web:8000" in text and "server web2 web-2:8000" in text and "bind 0.0.0.0:8000" in text
-    assert subprocess.run(["haproxy", "-q", "-c", "-f", str(out)], capture_output=True).returncode == 0
+    for edge in ("", "192.0.2.10, 198.51.100.0/24"):  # SECKILL_TRUSTED_PROXIES unset, then a TLS proxy named
+        # Compose's interpolation of ${NAME:-default}, with this environment
+        given = {"SECKILL_TRUSTED_PROXIES": edge}
+        env = {k: re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m, given=given: given.get(m[1], m[2]), v)
+               for k, v in proxy["environment"].items()}
+        out = tmp_path / "haproxy.cfg"
+        subprocess.run(["sh", "scripts/haproxy-config", "deploy/haproxy.cfg.in", str(out)], cwd=ROOT, check=True,
+                       env={"PATH": os.environ["PATH"], **env})
+        text = out.read_text()
+        assert "server web1 web:8000" in text and "server web2 web-2:8000" in text and "bind 0.0.0.0:8000" in text
+        acl = "acl from_tls_edge src 192.0.2.10 198.51.100.0/24" if edge else "acl from_tls_edge always_false"
+        assert acl in text
+        assert subprocess.run(["haproxy", "-q", "-c", "-f", str(out)], capture_output=True).returncode == 0
 
 
 @pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed")
@@ -443,7 +786,7 @@ def test_cluster_override_is_valid_with_the_base_file():
     files = ["-f", "docker-compose.yml", "-f", "docker-compose.cluster.yml"]
     secrets = {k: "x" for k in ("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "MARIADB_PASSWORD", "REDIS_PASSWORD",
                                 "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD",
-                                "SECKILL_RABBITMQ_COOKIE")}
+                                "SECKILL_RABBITMQ_COOKIE", "SECKILL_PAYMENT_WEBHOOK_SECRET")}
     out = subprocess.run(["docker-compose", *files, "config", "--format", "json"], cwd=ROOT, capture_output=True,
                          text=True, env={"PATH": os.environ["PATH"], **secrets})
     assert out.returncode == 0, out.stderr
@@ -456,7 +799,7 @@ def test_cluster_override_is_valid_with_the_base_file():
     assert services["redis-1"]["networks"]["redis-cluster"]["ipv4_address"] == "10.253.53.11"
     assert "rabbitmq" not in services and {"rabbitmq-1", "rabbitmq-2", "rabbitmq-3", "haproxy"} <= set(services)
     assert not services["web"].get("ports") and not services["web-2"].get("ports")  # only HAProxy publishes
-    assert services["web-2"]["environment"]["SECKILL_TRUSTED_PROXIES"] == "10.253.53.10"
+    assert services["web-2"]["environment"]["SECKILL_TRUSTED_PROXIES"] == "10.253.53.10,"
 
 
 def test_production_migrate_step_makes_the_admin_and_refuses_demo_data(live_db):

@@ -216,7 +216,9 @@ def test_the_generated_config_is_the_templates_with_every_setting_filled(tmp_pat
     # the purchase path's rules (see the template): checks that count 503 as up,
     # retries only of connections that failed, forwarded addresses
     assert "http-check expect rstatus ^(200|503)$" in lines
-    assert "retry-on conn-failure" in lines and "option forwardfor" in lines
+    assert "retry-on conn-failure" in lines
+    assert "option forwardfor" not in lines  # one X-Forwarded-For line of the proxy's making instead
+    assert "acl from_tls_edge always_false" in lines  # no TLS proxy named: nobody's X-Forwarded-Proto is kept
     assert subprocess.run(["haproxy", "-q", "-c", "-f", str(out)], capture_output=True).returncode == 0
     empty = subprocess.run(["sh", "scripts/haproxy-config", "deploy/haproxy.cfg.in", str(tmp_path / "x.cfg")],
                            cwd=ROOT, env=dict(env, SECKILL_PROXY_WEBS=" , "), capture_output=True, text=True)
@@ -253,3 +255,91 @@ def test_a_web_that_answers_health_503_stays_in_and_one_that_stops_answering_goe
         if proxy:
             proxy.stop()
 
+
+
+class HeaderRecorder:
+    """A backend that answers 200 to everything and keeps, per request path,
+    every header line as it arrived (the proxy's own checks included): what a
+    web instance behind HAProxy is sent, before any server joins lines."""
+
+    def __init__(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        seen = self.seen = {}
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                seen.setdefault(self.path, []).append(list(self.headers.items()))
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            do_POST = do_GET
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def headers(self, path: str, name: str) -> list[list[str]]:
+        """Per request to `path`, the values of every `name` line it carried."""
+        return [[v for k, v in request if k.lower() == name.lower()] for request in self.seen.get(path, [])]
+
+
+def _get(port: int, path: str, source: str, headers: dict[str, str]) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10, source_address=(source, 0))
+    try:
+        conn.request("GET", path, headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status
+    finally:
+        conn.close()
+
+
+def test_the_proxy_sets_x_forwarded_proto_itself_and_sends_one_x_forwarded_for():
+    """A client's X-Forwarded-Proto never reaches the instances (the production
+    settings would take "https" from it): the proxy writes "http" for a plain
+    connection. Only the TLS proxy named in front (SECKILL_PROXY_TLS_EDGE) is
+    believed. X-Forwarded-For arrives as one line, the client's own text first
+    and the proxy's peer last, never as a second line."""
+    client, edge = "127.0.7.9", "127.0.8.8"
+    backend = HeaderRecorder()
+    proxy = None
+    try:
+        proxy = start_proxy(backend, name="haproxy-headers", tls_edge=f"{edge}, 127.0.9.0/24")
+        assert _get(proxy.port, "/plain", client, {}) == 200
+        assert _get(proxy.port, "/lying", client, {"X-Forwarded-Proto": "https",
+                                                    "X-Forwarded-For": "198.51.100.7"}) == 200
+        assert _get(proxy.port, "/edge", edge, {"X-Forwarded-Proto": "https",
+                                                "X-Forwarded-For": "203.0.113.5"}) == 200
+        assert _get(proxy.port, "/edge-silent", "127.0.9.4", {}) == 200
+        # a client that sends the header twice: one line still, ending with its address
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10, source_address=(client, 0))
+        conn.putrequest("GET", "/twice")
+        conn.putheader("X-Forwarded-For", "192.0.2.1")
+        conn.putheader("X-Forwarded-For", "192.0.2.2")
+        conn.endheaders()
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        if proxy:
+            proxy.stop()
+        backend.stop()
+    assert backend.headers("/plain", "X-Forwarded-Proto") == [["http"]]
+    assert backend.headers("/lying", "X-Forwarded-Proto") == [["http"]]
+    assert backend.headers("/edge", "X-Forwarded-Proto") == [["https"]]
+    assert backend.headers("/edge-silent", "X-Forwarded-Proto") == [["http"]]
+    assert backend.headers("/plain", "X-Forwarded-For") == [[client]]
+    assert backend.headers("/lying", "X-Forwarded-For") == [[f"198.51.100.7,{client}"]]
+    assert backend.headers("/edge", "X-Forwarded-For") == [[f"203.0.113.5,{edge}"]]
+    assert backend.headers("/twice", "X-Forwarded-For") == [[f"192.0.2.2,{client}"]]

@@ -354,3 +354,42 @@ def test_a_second_server_on_a_taken_port_refuses_to_start(process_env):
         assert _request(conn, "GET", "/api/v1/skus")[0] == 401  # the first one serves on, alone
     finally:
         web.stop()
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_web_tier_that_could_pass_mariadb_max_connections_refuses_to_start(process_env, live_db, server):
+    """Both servers ask MariaDB for max_connections once at start, before any
+    worker exists: processes x slots + the worker's threads past it is an exit
+    with the sum and the settings that make it; within it, the server starts
+    (every other test here)."""
+    import subprocess
+
+    from django.db import connection
+
+    from testsupport import ROOT
+    from testsupport.processes import WEB_SERVERS, free_port
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@max_connections")
+        allowed = cursor.fetchone()[0]
+    port = free_port()
+    env = dict(process_env, WEB_CONCURRENCY="2", SECKILL_WEB_THREADS=str(allowed // 2 + 1),
+               SECKILL_WEB_LISTEN=f"127.0.0.1:{port}", GUNICORN_BIND=f"127.0.0.1:{port}")
+    out = subprocess.run(WEB_SERVERS[server], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stdout + out.stderr[-2000:]
+    [line] = [x for x in out.stderr.splitlines() if "MySQL connections" in x]
+    assert f"more than MariaDB's max_connections ({allowed})" in line, line
+    for name in ("WEB_CONCURRENCY", "SECKILL_WEB_THREADS", "SECKILL_WORKER_CONCURRENCY"):
+        assert name in line, line
+    assert "Booting worker" not in out.stderr and "Spawning worker" not in out.stderr  # refused before any
+
+
+def test_the_connection_sum_counts_web_processes_slots_and_the_worker(monkeypatch, settings):
+    from seckill_site import capacity, webserver
+
+    monkeypatch.setattr(webserver, "WORKERS", 3)
+    monkeypatch.setattr(webserver, "SLOTS", 32)
+    settings.CELERY_WORKER_CONCURRENCY, settings.SECKILL_CONFIRM_PARTITIONS = 4, 2
+    needed, how = capacity.connections_needed()
+    assert needed == 3 * 32 + 4 + 2 + 1 + 1  # the mover and beat one each
+    assert "3 web processes (WEB_CONCURRENCY) x 32" in how

@@ -72,7 +72,7 @@ class Node:
             and bool(self.slots)
 
     def client(self) -> Redis:
-        return Redis(self.host, self.port, socket_timeout=1, socket_connect_timeout=0.5)
+        return _node_client(self.host, self.port)
 
     def serves(self, key_name: str) -> bool:
         slot = key_slot(key_name.encode())
@@ -110,10 +110,15 @@ def _parse_nodes(raw: bytes | str) -> list[Node]:
     return sorted(out, key=lambda n: n.port)
 
 
+def _node_client(host: str, port: int) -> Redis:
+    """One node on its own, with the credentials of REDIS_URL (scripts/cluster gives every node a password)."""
+    return Redis(host, port, username=settings.REDIS_CLUSTER_USERNAME, password=settings.REDIS_CLUSTER_PASSWORD,
+                 socket_timeout=1, socket_connect_timeout=0.5)
+
+
 def _cluster_nodes(host: str, port: int) -> list[Node] | None:
     try:
-        return _parse_nodes(Redis(host, port, socket_timeout=1, socket_connect_timeout=0.5)
-                            .execute_command("CLUSTER", "NODES"))
+        return _parse_nodes(_node_client(host, port).execute_command("CLUSTER", "NODES"))
     except RedisError:
         return None
 

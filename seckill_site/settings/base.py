@@ -12,7 +12,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_int, parse_cluster_credentials, parse_cluster_url, parse_rate, parse_redis_prefix
+from .env import (env_bool, env_int, parse_cluster_credentials, parse_cluster_url, parse_rate, parse_redis_prefix,
+                  parse_retention_days)
 from core.client import parse_trusted_proxies
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -211,11 +212,11 @@ SECKILL_OUTBOX_SWEEP_SECONDS = env_int("SECKILL_OUTBOX_SWEEP_SECONDS", 5)
 SECKILL_DEAD_LETTER_SWEEP_SECONDS = env_int("SECKILL_DEAD_LETTER_SWEEP_SECONDS", 30)
 SECKILL_RECONCILE_SECONDS = env_int("SECKILL_RECONCILE_SECONDS", 300)
 # Retention (docs/architecture.md, "Bounded data"): rows nothing depends on are deleted once
-# older than this many days (fractions allowed), by a beat sweep this often;
+# older than this many days (1 or more, fractions allowed), by a beat sweep this often;
 # the Redis keys of an ended SKU with nothing in flight or pending go this long
 # after its sale ended. A give that meets no snapshot is sent again after
 # base * 2^attempts seconds, at most the cap.
-SECKILL_RETENTION_DAYS = float(os.environ.get("SECKILL_RETENTION_DAYS") or 30)
+SECKILL_RETENTION_DAYS = parse_retention_days(os.environ.get("SECKILL_RETENTION_DAYS", ""))
 SECKILL_RETENTION_SWEEP_SECONDS = env_int("SECKILL_RETENTION_SWEEP_SECONDS", 3600)
 SECKILL_ENDED_REDIS_GRACE_SECONDS = env_int("SECKILL_ENDED_REDIS_GRACE_SECONDS", 86400)
 SECKILL_GIVE_RETRY_BASE_SECONDS = env_int("SECKILL_GIVE_RETRY_BASE_SECONDS", 60)
@@ -284,7 +285,8 @@ SECKILL_EXPORT_MAX_ROWS = env_int("SECKILL_EXPORT_MAX_ROWS", 10000)
 IMPORT_EXPORT_ESCAPE_ILLEGAL_CHARS_ON_EXPORT = True
 # The payment provider's webhook (POST payments/webhook) checks its signature
 # with this secret; while it is empty the webhook answers 404. The buyer's own
-# POST pay (local demo, tests, benchmark) is refused when SECKILL_BUYER_PAY=0.
+# POST pay (local demo, tests, benchmark) is refused when SECKILL_BUYER_PAY=0,
+# the production settings' default.
 SECKILL_PAYMENT_WEBHOOK_SECRET = os.environ.get("SECKILL_PAYMENT_WEBHOOK_SECRET", "")
 SECKILL_BUYER_PAY = env_bool("SECKILL_BUYER_PAY", True)
 # The shop's currency (ISO 4217): every order records it beside its amount, and
@@ -294,6 +296,8 @@ if not re.fullmatch(r"[A-Z]{3}", SECKILL_CURRENCY):
     raise ImproperlyConfigured(f"SECKILL_CURRENCY must be an ISO 4217 code (three capitals), not {SECKILL_CURRENCY!r}")
 # Demo users (seed_demo) exist only where a settings module allows them.
 SECKILL_DEMO_USERS = False
+# True under the production settings only.
+SECKILL_PRODUCTION = False
 
 # Alerts (reconciliation.alerts): stable drifts, alert findings and new dead
 # letters go to ADMINS by mail and, when set, as a JSON POST to this URL.

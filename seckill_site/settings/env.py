@@ -95,3 +95,19 @@ def parse_redis_prefix(raw: str) -> str:
     if not raw or not all(c.isalnum() or c in "-_" for c in raw) or len(raw) > 32:
         raise _improper(f"SECKILL_REDIS_PREFIX: letters, digits, '-' and '_' (at most 32), got {raw!r}")
     return raw
+
+
+def parse_retention_days(raw: str) -> float:
+    """Days a row nothing depends on is kept (fractions allowed; unset: 30).
+    Below one day the retention sweep would delete the orders of a sale that is
+    still being paid and reconciled, so 0 or a negative number, which would
+    purge at once, stops the start instead."""
+    raw = raw.strip()
+    try:
+        days = float(raw) if raw else 30.0
+    except ValueError:
+        raise _improper(f"SECKILL_RETENTION_DAYS: a number of days, got {raw!r}") from None
+    if not days >= 1:  # also NaN
+        raise _improper(f"SECKILL_RETENTION_DAYS must be 1 or more (days), got {raw!r}: below that the retention "
+                        f"sweep would delete rows a sale still needs")
+    return days

@@ -23,10 +23,25 @@ _webhook_secret = SECKILL_PAYMENT_WEBHOOK_SECRET  # noqa: F405
 if _webhook_secret and (len(_webhook_secret) < 32 or _webhook_secret in (SECRET_KEY, SECKILL_TASK_SIGNING_KEY)):  # noqa: F405
     raise ImproperlyConfigured("SECKILL_PAYMENT_WEBHOOK_SECRET, when set, must be a secret of 32 or more "
                                "characters, other than DJANGO_SECRET_KEY and SECKILL_TASK_SIGNING_KEY.")
+# Payments come from the provider's signed webhook. The buyer's own POST pay
+# marks any order paid on the buyer's word: here it is an opt-in for a demo,
+# and with it off the webhook is the only way an order is ever paid.
+SECKILL_BUYER_PAY = env_bool("SECKILL_BUYER_PAY", False)
+if not SECKILL_BUYER_PAY and not _webhook_secret:
+    raise ImproperlyConfigured("SECKILL_PAYMENT_WEBHOOK_SECRET is not set and SECKILL_BUYER_PAY is off: nothing "
+                               "could pay an order. Set the webhook secret shared with the payment provider "
+                               "(docs/operations.md, 'Payments from a provider'), or SECKILL_BUYER_PAY=1 for a "
+                               "demo where any buyer may mark an order paid.")
 if "guest:guest@" in CELERY_BROKER_URL:  # noqa: F405
     raise ImproperlyConfigured("CELERY_BROKER_URL uses RabbitMQ's guest account; give the broker a user of its own.")
+if SECKILL_BENCH_ENDPOINTS:  # noqa: F405
+    raise ImproperlyConfigured("SECKILL_BENCH_ENDPOINTS is for the benchmark (local settings): production serves "
+                               "no benchmark endpoint.")
 if DEBUG:  # noqa: F405
     raise ImproperlyConfigured("DJANGO_DEBUG must be off in production.")
+# Read by the start-up checks (core.apps) and the URL conf: what only a
+# production deployment refuses or warns about.
+SECKILL_PRODUCTION = True
 
 # Behind a proxy that terminates TLS; the health check stays reachable over
 # plain HTTP for the container probes.
