@@ -3,7 +3,8 @@ max_connections: asked once when a web server starts (seckill_site/serve.py,
 gunicorn.conf.py), before any worker process exists.
 
 Each web process lends a connection to every request it runs, up to
-SECKILL_WEB_THREADS at once (core.connections); a Celery worker holds one per
+SECKILL_WEB_THREADS at once (core.connections), and to each probe it runs
+beside them (health, metrics: SECKILL_WEB_PROBE_SLOTS each); a Celery worker holds one per
 task thread, one per confirm partition and one for the bucket mover; beat one.
 Past max_connections MariaDB refuses the next connection ("Too many
 connections"), a pay, a cancel or a confirm fails instead of waiting, and on a
@@ -29,10 +30,12 @@ def connections_needed() -> tuple[int, str]:
     """(the sum, how it is made up, naming the settings)."""
     from django.conf import settings
 
-    web = webserver.WORKERS * webserver.SLOTS
+    probes = webserver.PROBES * webserver.PROBE_SLOTS
+    web = webserver.WORKERS * (webserver.SLOTS + probes)
     worker = settings.CELERY_WORKER_CONCURRENCY + settings.SECKILL_CONFIRM_PARTITIONS + 1
-    how = (f"{webserver.WORKERS} web processes (WEB_CONCURRENCY) x {webserver.SLOTS} requests each "
-           f"(SECKILL_WEB_THREADS) + a worker's {settings.CELERY_WORKER_CONCURRENCY} task threads "
+    how = (f"{webserver.WORKERS} web processes (WEB_CONCURRENCY) x ({webserver.SLOTS} requests "
+           f"(SECKILL_WEB_THREADS) + {probes} probes (SECKILL_WEB_PROBE_SLOTS)) + a worker's "
+           f"{settings.CELERY_WORKER_CONCURRENCY} task threads "
            f"(SECKILL_WORKER_CONCURRENCY), {settings.SECKILL_CONFIRM_PARTITIONS} confirm consumer(s) "
            f"(SECKILL_CONFIRM_PARTITIONS) and the bucket mover + beat")
     return web + worker + 1, how

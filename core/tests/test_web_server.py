@@ -389,7 +389,9 @@ def test_the_connection_sum_counts_web_processes_slots_and_the_worker(monkeypatc
 
     monkeypatch.setattr(webserver, "WORKERS", 3)
     monkeypatch.setattr(webserver, "SLOTS", 32)
+    monkeypatch.setattr(webserver, "PROBE_SLOTS", 2)
     settings.CELERY_WORKER_CONCURRENCY, settings.SECKILL_CONFIRM_PARTITIONS = 4, 2
     needed, how = capacity.connections_needed()
-    assert needed == 3 * 32 + 4 + 2 + 1 + 1  # the mover and beat one each
-    assert "3 web processes (WEB_CONCURRENCY) x 32" in how
+    # each process: its slots and the two probes' slots; the mover and beat one each
+    assert needed == 3 * (32 + 2 * 2) + 4 + 2 + 1 + 1
+    assert "3 web processes (WEB_CONCURRENCY) x (32 requests" in how and "SECKILL_WEB_PROBE_SLOTS" in how
