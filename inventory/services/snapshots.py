@@ -17,7 +17,8 @@ from django.utils.translation import gettext as _
 
 from accounts import token_cache
 from core.errors import SkuNotFound, StockActionRefused
-from core.redis import RedisError, Shard, redis, shard_of
+from core.redis import ClusterCallError, RedisError, Shard, ShardDown, redis, shard_of
+from core.retry import is_transient
 from inventory import selectors
 from inventory.domain import sku_id_valid
 from inventory.models import Sku
@@ -186,7 +187,9 @@ class _DistrustPass:
             return
         try:
             raised = fence(sku_id=sku_id, delay_ms=fence_delay_ms())
-        except Exception:
+        except Exception as exc:
+            if is_transient(exc) or isinstance(exc, (ShardDown, ClusterCallError)):
+                raise  # the shard itself is away: nothing more can be fenced there now
             logger.exception("new Redis instance %s: SKU %s not fenced (tried again by the next check)",
                              self.shard.name, sku_id)
             self.failed.append(sku_id)
@@ -205,8 +208,9 @@ def snapshots_distrust(shard: Shard) -> None:
     One SKU cannot stop the others: each is fenced in its own try, and an id
     outside the SKU-id alphabet is skipped (logged). If any SKU failed, the
     check fails after the rest were fenced, so it runs again on the next
-    contact with the instance (an id of the alphabet only fails when its
-    shard does, so that pass is soon)."""
+    contact with the instance and the failing SKUs are tried again. A shard
+    that stops answering fails the check at once (nothing more can be fenced
+    there); it too is checked again on the next contact."""
     name, token = token_cache.tokens_distrust(shard=shard, delay_ms=fence_delay_ms())
     redis_snapshots.fence_list(name=name, token=token)
     logger.warning("new Redis instance %s: its token keys dropped, claims fenced until %s", shard.name, token)

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from core.errors import InvalidInput
 from core.redis import instance_check, redis, shard_of
-from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ConnectionError as RedisConnectionError, ResponseError
 from inventory import checks as inventory_checks
 from inventory.domain import SKU_ID_PATTERN, sku_id_valid
 from inventory.models import Sku
@@ -230,13 +230,13 @@ def test_a_sku_whose_fence_fails_is_counted_the_rest_fenced_and_the_check_runs_a
     good = make_sku(stock=3)
     for sku_id in (failing.sku_id, good.sku_id):  # lost: the check fences them from MySQL's list
         redis().delete(redis_keys.sku_keys(sku_id).stock)
-    # An id of the alphabet fails only when its shard does, which one Redis
-    # cannot show for one SKU alone: its fence call fails as a connection would.
+    # The scripts on an id of the alphabet do not fail for one SKU alone on a
+    # healthy server: its fence call is made to fail as Redis refuses a command.
     real = redis_snapshots.fence_raise
 
     def fence_raise(*, sku_id: str, delay_ms: int):
         if sku_id == failing.sku_id:
-            raise RedisConnectionError("the shard did not answer")
+            raise ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
         return real(sku_id=sku_id, delay_ms=delay_ms)
 
     monkeypatch.setattr(redis_snapshots, "fence_raise", fence_raise)
@@ -251,6 +251,26 @@ def test_a_sku_whose_fence_fails_is_counted_the_rest_fenced_and_the_check_runs_a
     instance_check(shard, recorded_only=True)
     assert redis_snapshots.fence_token(sku_id=failing.sku_id) is not None
     assert redis().get(shard.key("instance")) is not None
+
+
+def test_a_shard_that_stops_answering_fails_the_check_at_once(live_db, make_sku, monkeypatch):
+    lost = make_sku(stock=2)
+    redis().delete(redis_keys.sku_keys(lost.sku_id).stock)
+    calls = []
+
+    def fence_raise(*, sku_id: str, delay_ms: int):
+        calls.append(sku_id)
+        raise RedisConnectionError("the shard did not answer")
+
+    monkeypatch.setattr(redis_snapshots, "fence_raise", fence_raise)
+    with pytest.raises(RedisConnectionError):
+        _new_instance_met()
+    assert len(calls) == 1  # not one failure per SKU of a shard that is away
+    shard = shard_of(redis(), redis_keys.sku_keys(lost.sku_id).stock)
+    assert redis().get(shard.key("instance")) is None  # checked again on the next contact
+    monkeypatch.undo()
+    instance_check(shard, recorded_only=True)
+    assert redis_snapshots.fence_token(sku_id=lost.sku_id) is not None
 
 
 def test_warm_stock_goes_on_past_a_sku_that_fails(live_db, make_sku):
