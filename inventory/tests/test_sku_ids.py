@@ -191,10 +191,11 @@ def test_manage_py_check_lists_the_live_ids_outside_the_alphabet(live_db, legacy
 
 # --- One SKU cannot stop the others ------------------------------------------------------
 
-def _new_instance_met() -> None:
-    """The suite's Redis as a process meets it after a move: no instance key
-    recorded, so the next check runs the new-instance hooks."""
-    shard = shard_of(redis(), redis_keys.sku_keys("X").stock)
+def _new_instance_met(sku_id: str) -> None:
+    """The Redis of this SKU as a process meets it after a move: no instance
+    key recorded, so the next check runs the new-instance hooks (these tests
+    run on one Redis; on a cluster: test_sku_ids_cluster.py)."""
+    shard = shard_of(redis(), redis_keys.sku_keys(sku_id).stock)
     redis().delete(shard.key("instance"))
     instance_check(shard, recorded_only=True)
 
@@ -212,7 +213,7 @@ def test_the_new_instance_check_skips_an_id_outside_the_alphabet_and_fences_the_
     good = make_sku(stock=4)
     assert redis_snapshots.snapshot_exists(sku_id=good.sku_id)
     with caplog.at_level(logging.ERROR, logger="inventory.services.snapshots"):
-        _new_instance_met()  # does not raise
+        _new_instance_met(legacy.sku_id)  # does not raise
     assert redis_snapshots.fence_token(sku_id=good.sku_id) is not None  # dropped and fenced for a rebuild
     assert not redis_snapshots.snapshot_exists(sku_id=good.sku_id)
     assert redis_snapshots.fence_token(sku_id=legacy.sku_id) is None  # never sent to Redis
@@ -242,7 +243,7 @@ def test_a_sku_whose_fence_fails_is_counted_the_rest_fenced_and_the_check_runs_a
     monkeypatch.setattr(redis_snapshots, "fence_raise", fence_raise)
     with caplog.at_level(logging.ERROR, logger="inventory.services.snapshots"):
         with pytest.raises(DistrustIncomplete, match=re.escape(failing.sku_id)):
-            _new_instance_met()
+            _new_instance_met(failing.sku_id)
     assert f"SKU {failing.sku_id} not fenced" in caplog.text
     assert redis_snapshots.fence_token(sku_id=good.sku_id) is not None  # the rest were fenced
     shard = shard_of(redis(), redis_keys.sku_keys(good.sku_id).stock)
@@ -264,7 +265,7 @@ def test_a_shard_that_stops_answering_fails_the_check_at_once(live_db, make_sku,
 
     monkeypatch.setattr(redis_snapshots, "fence_raise", fence_raise)
     with pytest.raises(RedisConnectionError):
-        _new_instance_met()
+        _new_instance_met(lost.sku_id)
     assert len(calls) == 1  # not one failure per SKU of a shard that is away
     shard = shard_of(redis(), redis_keys.sku_keys(lost.sku_id).stock)
     assert redis().get(shard.key("instance")) is None  # checked again on the next contact
