@@ -57,11 +57,11 @@ class Text:
 
     def __post_init__(self):
         # One closure over locals: the check runs on every purchase.
-        match, low, high, enum = re.compile(self.pattern).match, self.min_length, self.max_length, self.enum
+        match, low, high, enum = re.compile(self.pattern).fullmatch, self.min_length, self.max_length, self.enum
 
         def accepts(value: object) -> bool:
-            # `match` of a ^...$ pattern: $ would also match before a final
-            # newline, which the character classes refuse anyway.
+            # `fullmatch`: the `$` of a ^...$ pattern also matches before a
+            # final newline, which `match` would then leave unread (accepted).
             return type(value) is str and low <= len(value) <= high and match(value) is not None \
                 and (not enum or value in enum)
 

@@ -12,6 +12,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy
 
+from inventory.domain import validate_sku_id
 from inventory.redis import live as redis_live
 from inventory.services import skus, snapshots, stock
 from core.errors import DomainError
@@ -31,6 +32,13 @@ class SkuForm(forms.ModelForm):
     class Meta:
         model = Sku
         fields = ("sku_id", "name", "price", "per_user_limit", "sale_starts_at", "sale_ends_at", "status")
+
+    def clean_sku_id(self):
+        # Only on the add form: the id is read-only once the SKU exists, so one
+        # made before the SKU-id alphabet can still be edited (and ended).
+        value = self.cleaned_data["sku_id"]
+        validate_sku_id(value)
+        return value
 
     def clean_per_user_limit(self):
         value = self.cleaned_data["per_user_limit"]
@@ -53,9 +61,6 @@ class SkuForm(forms.ModelForm):
             return data
         if data.get("initial_stock") is None:
             self.add_error("initial_stock", gettext_lazy("Give the initial stock (0 or more)."))
-        sku_id = data.get("sku_id") or ""
-        if sku_id != sku_id.strip() or not sku_id.isprintable():
-            self.add_error("sku_id", gettext_lazy("Use printable characters without surrounding spaces."))
         return data
 
 

@@ -11,6 +11,7 @@ class InventoryConfig(AppConfig):
         from core.redis import on_new_instance
         from seckill_site.beat import held_recorder_register
 
+        from . import checks  # noqa: F401  (registers the system checks)
         from .permissions import ensure_groups
         from .redis.liveness import beat_schedule_held
         from .services.snapshots import snapshots_distrust

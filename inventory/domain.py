@@ -1,13 +1,43 @@
-"""Small records every layer shares. No I/O here."""
+"""Small records every layer shares, and the SKU-id alphabet. No I/O here."""
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_lazy
+
 # The in-flight entry's head since it carries the unit price (lua/_lib.lua).
 _INFLIGHT_V2 = "v2|"
 CENTS = Decimal("0.01")
+
+# The SKU-id alphabet (the contract's): every key of a SKU carries its id as
+# the Redis Cluster hash tag `{<sku>}` (inventory.redis.keys), so no brace may
+# be in it (an id starting with `}` makes an empty tag, its keys spread over
+# slots and every script on them is CROSSSLOT); no `@` (the claims fences'
+# names, accounts.token_cache.CLAIMS_FENCE_PREFIX); no SCAN glob character;
+# nothing a URL path or a spreadsheet cell could read otherwise. Written with
+# plain ranges, so Python, JSON Schema (ECMA 262) and Rust's regex read it alike.
+SKU_ID_MAX = 64
+SKU_ID_PATTERN = f"^[A-Za-z0-9._-]{{1,{SKU_ID_MAX}}}$"
+SKU_ID_RULE = gettext_lazy("A SKU id is 1 to 64 characters of A-Z, a-z, 0-9, dot (.), underscore (_) and "
+                           "hyphen (-).")
+# fullmatch: `$` alone would also let a final newline through.
+_sku_id_fullmatch = re.compile(SKU_ID_PATTERN).fullmatch
+
+
+def sku_id_valid(sku_id: object) -> bool:
+    """Is this an id of the alphabet? Ids made before it was enforced may be
+    outside it (the migration and `manage.py check` list them)."""
+    return type(sku_id) is str and _sku_id_fullmatch(sku_id) is not None
+
+
+def validate_sku_id(value: object) -> None:
+    """The model field's validator (`Sku.sku_id`: full_clean, the admin form)."""
+    if not sku_id_valid(value):
+        raise ValidationError(SKU_ID_RULE, code="invalid_sku_id")
 
 
 @dataclass(frozen=True)

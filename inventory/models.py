@@ -8,13 +8,15 @@ from django.db.models import F, Func, Q, Value
 from django.db.models.functions import LPad, Lower
 from django.utils.translation import gettext_lazy as _
 
+from inventory.domain import validate_sku_id
+
 
 class Sku(models.Model):
     class Status(models.TextChoices):
         ACTIVE = "active", _("Active")
         PAUSED = "paused", _("Paused")
         ENDED = "ended", _("Ended")
-    sku_id = models.CharField(verbose_name=_("sku id"), max_length=64, primary_key=True)
+    sku_id = models.CharField(verbose_name=_("sku id"), max_length=64, primary_key=True, validators=[validate_sku_id])
     name = models.CharField(verbose_name=_("name"), max_length=200)
     price = models.DecimalField(verbose_name=_("price"), max_digits=12, decimal_places=2, default=0)
     total_stock = models.BigIntegerField(verbose_name=_("total stock"), default=0)

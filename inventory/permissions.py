@@ -6,6 +6,7 @@ superusers) reach the admin.
 """
 from __future__ import annotations
 
+ROLES = ("ops", "support")  # the groups below, by name (the admin's roles)
 VIEW_MODELS = [
     ("inventory", "sku"), ("inventory", "inventorylog"), ("inventory", "reservationdecision"),
     ("inventory", "deadletter"), ("inventory", "outboxmessage"), ("orders", "order"), ("orders", "paymentrefund"),

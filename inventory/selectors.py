@@ -11,6 +11,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from core import db
+from inventory.domain import sku_id_valid
 from inventory.redis import gate, live as redis_live, liveness, snapshots as redis_snapshots
 from inventory.domain import price_text
 from inventory.models import GIVE_OPERATIONS, InventoryLog, OutboxMessage, ReservationDecision, Sku
@@ -44,6 +45,14 @@ def sku_ids_live_warmed() -> list[str]:
     have lost reservations of theirs; the others load at once, as always."""
     return list(Sku.objects.exclude(status=Sku.Status.ENDED)
                 .filter(redis_dropped_at__isnull=True, redis_epoch__gt=0).values_list("sku_id", flat=True))
+
+
+def sku_ids_live_outside_alphabet() -> list[str]:
+    """Live SKUs whose id was made before the SKU-id alphabet was enforced
+    (inventory.domain): `manage.py check` lists them. Checked here, not by the
+    database's REGEXP, whose `$` also takes a final newline."""
+    return [sku_id for sku_id in Sku.objects.exclude(status=Sku.Status.ENDED).order_by("sku_id")
+            .values_list("sku_id", flat=True).iterator(chunk_size=2000) if not sku_id_valid(sku_id)]
 
 
 def sku_ids_sweepable() -> list[str]:

@@ -3,15 +3,15 @@ check their input through these declarations and /api/schema/ is rendered
 from them."""
 from __future__ import annotations
 
-from core.api import (AUTH_ANSWERS, PAGE, UNAVAILABLE, Answer, Operation, Param, Text, merge_answers, refusal,
-                      text_pattern)
+from core.api import AUTH_ANSWERS, PAGE, UNAVAILABLE, Answer, Operation, Param, Text, merge_answers, refusal
 from core.errors import OrderNotFound, SkuNotFound
+from inventory.domain import SKU_ID_MAX, SKU_ID_PATTERN
 from inventory.models import Sku
 
-SKU_ID_MAX = 64
-# The one rule for a SKU id in a request, also the purchase body's (orders.api.declarations).
-SKU_ID = Text(SKU_ID_MAX, text_pattern(SKU_ID_MAX), example="DEMO-PHONE",
-              description="A SKU id: no control character, no space at either end.")
+# The one rule for a SKU id in a request, also the purchase body's
+# (orders.api.declarations): the SKU-id alphabet of inventory.domain.
+SKU_ID = Text(SKU_ID_MAX, SKU_ID_PATTERN, example="DEMO-PHONE",
+              description="A SKU id: 1 to 64 characters of A-Z a-z 0-9 . _ - (the only ids a SKU is made with).")
 SKU_PATH = Param("sku_id", "path", SKU_ID, description="Any other value is 404 sku_not_found.")
 
 _BUCKETS = ("total", "available", "frozen", "locked", "sold")
@@ -25,7 +25,8 @@ COMPONENTS = {
         "required": ["sku_id", "name", "price", "available", "total", "per_user_limit", "sale_starts_at",
                      "sale_ends_at", "status", "sale_state"],
         "properties": {
-            "sku_id": {"type": "string"}, "name": {"type": "string"},
+            "sku_id": {"type": "string", "description": "Ids made before the SKU-id alphabet may be outside it."},
+            "name": {"type": "string"},
             "price": {"type": "string", "description": "A decimal, e.g. \"999.00\"."},
             "available": {"type": "integer", "description": "The live figure of the Redis gate."},
             "total": {"type": "integer"}, "per_user_limit": {"type": "integer"},

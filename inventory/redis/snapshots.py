@@ -145,20 +145,25 @@ def _skus_with(shard: Shard, suffix: str) -> set[str]:
     return {_s(k)[len(head):-len(tail)] for k in shard.scan(f"{head}*{tail}")}
 
 
-def snapshots_fence_all(*, shard: Shard, delay_ms: int) -> list[Fence]:
-    """Drop every snapshot this shard holds and fence its SKU (distrust.lua); a
-    fence found is replaced by one counted from now. For a new instance whose
-    data may be older than what was lost."""
-    fences = []
-    for sku_id in sorted(_skus_with(shard, "stock") | _skus_with(shard, "fence")):
-        k = sku_keys(sku_id)
-        raw = _script("distrust")(keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.claims,
-                                        k.applied, k.fence], args=[uuid.uuid4().hex, delay_ms])
-        if Distrust(int(raw[0])) is Distrust.FENCED:
-            fence = Fence(sku_id, _s(raw[1]))
-            redis().zadd(FENCES_KEY, {sku_id: fence.not_before_ms})
-            fences.append(fence)
-    return fences
+def skus_held(*, shard: Shard) -> list[str]:
+    """SKU ids this shard has a snapshot or a fence of (SCAN: a rare walk of
+    its keyspace, for a new instance). An id read off a key name may be one
+    made before the SKU-id alphabet, or not a SKU's at all: callers check it."""
+    return sorted(_skus_with(shard, "stock") | _skus_with(shard, "fence"))
+
+
+def snapshot_distrust(*, sku_id: str, delay_ms: int) -> Fence | None:
+    """Drop the SKU's snapshot and fence it (distrust.lua; None: nothing of it
+    was here); a fence found is replaced by one counted from now. For a new
+    instance whose data may be older than what was lost."""
+    k = sku_keys(sku_id)
+    raw = _script("distrust")(keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.claims,
+                                    k.applied, k.fence], args=[uuid.uuid4().hex, delay_ms])
+    if Distrust(int(raw[0])) is not Distrust.FENCED:
+        return None
+    fence = Fence(sku_id, _s(raw[1]))
+    redis().zadd(FENCES_KEY, {sku_id: fence.not_before_ms})
+    return fence
 
 
 def fences_relist(*, sku_ids: Sequence[str]) -> int:

@@ -13,10 +13,10 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from core.errors import SkuNotFound
+from core.errors import InvalidInput, SkuNotFound
 from core.redis import RedisError
 from inventory import selectors
-from inventory.domain import price_text
+from inventory.domain import SKU_ID_RULE, price_text, sku_id_valid
 from inventory.models import InventoryLog, Sku
 from inventory.redis import gate, snapshots as redis_snapshots
 from inventory.services.locks import skus_lock
@@ -38,7 +38,12 @@ def sku_create(
     actor: str = "",
 ) -> Sku:
     """Create a SKU on sale (from now unless told otherwise) and warm its
-    snapshot once the row is committed (callers may hold a transaction)."""
+    snapshot once the row is committed (callers may hold a transaction).
+    Every way of making a SKU ends here, so the SKU-id alphabet is enforced
+    here too (before Redis hears of the id); callers check it first to name
+    the field in their own words."""
+    if not sku_id_valid(sku_id):
+        raise InvalidInput(str(SKU_ID_RULE), sku_id=sku_id if isinstance(sku_id, str) else repr(sku_id))
     now = timezone.now()
     try:  # before the row exists: a request between commit and warm-up must find it
         redis_snapshots.sku_registry_add(sku_id=sku_id)
@@ -136,8 +141,8 @@ def sku_spec_errors(*, spec: SkuSpec) -> dict[str, list[str]]:
     sku_id = spec.sku_id or ""
     if not sku_id:
         add("sku_id", _("The SKU id is required."))
-    elif len(sku_id) > 64 or sku_id != sku_id.strip() or not sku_id.isprintable():
-        add("sku_id", _("Use 1 to 64 printable characters without surrounding spaces."))
+    elif not sku_id_valid(sku_id):
+        add("sku_id", str(SKU_ID_RULE))
     if spec.stock is None or spec.stock < 0:
         add("stock", _("Give the initial stock (0 or more)."))
     if spec.per_user_limit is None or spec.per_user_limit < 1:

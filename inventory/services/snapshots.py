@@ -17,8 +17,10 @@ from django.utils.translation import gettext as _
 
 from accounts import token_cache
 from core.errors import SkuNotFound, StockActionRefused
-from core.redis import Shard, redis, shard_of
+from core.redis import ClusterCallError, RedisError, Shard, ShardDown, redis, shard_of
+from core.retry import is_transient
 from inventory import selectors
+from inventory.domain import sku_id_valid
 from inventory.models import Sku
 from inventory.redis import gate, keys as redis_keys, snapshots as redis_snapshots
 from inventory.services.locks import skus_lock
@@ -157,29 +159,83 @@ def _load_next(sku_id: str, *, fence: str = "") -> tuple[redis_keys.Load, redis_
     return redis_snapshots.snapshot_load(sku_id=sku_id, snapshot=snapshot, fence=fence), snapshot
 
 
+class DistrustIncomplete(RedisError):
+    """Some SKUs of a new Redis instance could not be fenced. The instance is
+    not recorded as checked, so the next contact with it runs the check again
+    (the SKUs fenced already keep a fence; the failing ones are tried again)."""
+
+
+@dataclass
+class _DistrustPass:
+    """What one check of a new instance fenced, failed to fence, and skipped."""
+
+    shard: Shard
+    fences: list[redis_snapshots.Fence] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def fence(self, sku_id: str, fence: Callable[..., redis_snapshots.Fence | None]) -> None:
+        """One SKU in its own try: its failure is logged and counted, and the
+        pass goes on with the others."""
+        self.seen.add(sku_id)
+        if not sku_id_valid(sku_id):
+            # Made before the SKU-id alphabet: its keys may lie in several
+            # Cluster slots (a script on them is CROSSSLOT) or its name may be
+            # a claims fence's. Never sent to Redis; the API no longer sells it.
+            self.skipped.append(sku_id)
+            return
+        try:
+            raised = fence(sku_id=sku_id, delay_ms=fence_delay_ms())
+        except Exception as exc:
+            if is_transient(exc) or isinstance(exc, (ShardDown, ClusterCallError)):
+                raise  # the shard itself is away: nothing more can be fenced there now
+            logger.exception("new Redis instance %s: SKU %s not fenced (tried again by the next check)",
+                             self.shard.name, sku_id)
+            self.failed.append(sku_id)
+            return
+        if raised is not None:
+            self.fences.append(raised)
+
+
 def snapshots_distrust(shard: Shard) -> None:
     """A Redis shard is a new instance (core.redis.instance_check): what it
     holds may be older than what was lost (restored from a file, a replica
     that lagged), so every SKU it has data of is dropped and fenced, and
     rebuilt exactly behind the confirm queue like a SKU Redis lost outright.
-    The other shards' SKUs sell on."""
+    The other shards' SKUs sell on.
+
+    One SKU cannot stop the others: each is fenced in its own try, and an id
+    outside the SKU-id alphabet is skipped (logged). If any SKU failed, the
+    check fails after the rest were fenced, so it runs again on the next
+    contact with the instance and the failing SKUs are tried again. A shard
+    that stops answering fails the check at once (nothing more can be fenced
+    there); it too is checked again on the next contact."""
     name, token = token_cache.tokens_distrust(shard=shard, delay_ms=fence_delay_ms())
     redis_snapshots.fence_list(name=name, token=token)
     logger.warning("new Redis instance %s: its token keys dropped, claims fenced until %s", shard.name, token)
-    fences = redis_snapshots.snapshots_fence_all(shard=shard, delay_ms=fence_delay_ms())
+    done = _DistrustPass(shard)
+    for sku_id in redis_snapshots.skus_held(shard=shard):
+        done.fence(sku_id, redis_snapshots.snapshot_distrust)
     # A wiped shard has no snapshot left to find: fence the live SKUs MySQL
     # has there too, so their rebuild waits behind the queue with the claims'
     # (a SKU with a snapshot now was fenced above or loaded since: left alone).
     r = redis()
-    fenced = {f.sku_id for f in fences}
     for sku_id in selectors.sku_ids_live_warmed():
-        if sku_id not in fenced and shard_of(r, redis_keys.sku_keys(sku_id).stock).name == shard.name:
-            raised = redis_snapshots.fence_raise(sku_id=sku_id, delay_ms=fence_delay_ms())
-            if raised is not None:
-                fences.append(raised)
-    if fences:
+        if sku_id in done.seen:
+            continue
+        if shard_of(r, redis_keys.sku_keys(sku_id).stock).name == shard.name:  # no Redis call: the slot map
+            done.fence(sku_id, redis_snapshots.fence_raise)
+    if done.fences:
         logger.warning("new Redis instance held %d SKU snapshot(s); all fenced for an exact rebuild: %s",
-                       len(fences), [f.sku_id for f in fences[:20]])
+                       len(done.fences), [f.sku_id for f in done.fences[:20]])
+    if done.skipped:
+        logger.error("new Redis instance %s: %d SKU id(s) outside the SKU-id alphabet not fenced (never sent to "
+                     "Redis; end them and create their stock under new ids, see `manage.py check`): %s",
+                     shard.name, len(done.skipped), done.skipped[:20])
+    if done.failed:
+        raise DistrustIncomplete(f"new Redis instance {shard.name}: {len(done.failed)} SKU(s) not fenced, the check "
+                                 f"runs again: {done.failed[:20]}")
 
 
 def stock_fence_pass(*, sku_id: str, token: str, partition: int = 0) -> bool:

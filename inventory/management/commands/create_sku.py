@@ -7,6 +7,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from inventory import selectors
+from inventory.domain import sku_id_valid
 from inventory.services.skus import sku_create
 
 
@@ -34,8 +35,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, sku_id: str, stock: int, name: str, per_user_limit: int, price: str,
                starts_at: str | None, ends_at: str | None, **_opts):
-        if not sku_id or len(sku_id) > 64 or not sku_id.isprintable() or sku_id != sku_id.strip():
-            raise CommandError("SKU_ID must be 1..64 printable characters without surrounding spaces.")
+        if not sku_id_valid(sku_id):
+            raise CommandError(f"SKU_ID {sku_id!r} is refused: it must be 1 to 64 characters of A-Z a-z 0-9 . _ - "
+                               f"(the SKU-id alphabet).")
         if stock < 0:
             raise CommandError("--stock must be 0 or more.")
         if per_user_limit < 1:

@@ -1,3 +1,4 @@
+import logging
 import time
 
 from django.core.management.base import BaseCommand, CommandError
@@ -5,6 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 from inventory import selectors
 from inventory.redis import live as redis_live, snapshots as redis_snapshots
 from inventory.services.snapshots import Warm, stock_warm
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -20,23 +23,18 @@ class Command(BaseCommand):
 
     def handle(self, *args, sku_ids: list[str], wait: float, **_opts):
         ids = sku_ids or [s.sku_id for s in selectors.sku_list()]
-        missing, fenced = [], []
+        missing, fenced, failed = [], [], []
         shown = time.monotonic()
         for done, sku_id in enumerate(ids):
             if time.monotonic() - shown >= 1:
                 shown = time.monotonic()
                 self.stderr.write(f"{done}/{len(ids)} SKUs", style_func=str)
-            was_there = redis_snapshots.snapshot_exists(sku_id=sku_id)
-            warm = stock_warm(sku_id=sku_id)
-            if warm is Warm.UNKNOWN:
-                missing.append(sku_id)
-            elif warm is Warm.FENCED:
-                fenced.append(sku_id)
-            elif warm is Warm.RETIRED:
-                self.stdout.write(f"{sku_id}: ended, its Redis keys dropped by retention (MySQL holds it; "
-                                  f"it loads when sold again)")
-            else:
-                self._say(sku_id, "already warm" if was_there else "loaded")
+            try:  # one SKU's failure (its shard down, an id Redis refuses) does not stop the others
+                self._warm(sku_id, missing, fenced)
+            except Exception as exc:
+                logger.exception("warm_stock: %s not warmed", sku_id)
+                self.stdout.write(f"{sku_id}: not warmed: {exc!r}")
+                failed.append(sku_id)
         self.stderr.write(f"{len(ids)}/{len(ids)} SKUs", style_func=str)
         deadline = time.monotonic() + wait
         while fenced:
@@ -49,8 +47,23 @@ class Command(BaseCommand):
             time.sleep(0.2)
         for sku_id in fenced:
             self.stdout.write(f"{sku_id}: fenced, the rebuild waits for the confirm consumer (is a worker running?)")
-        if missing:
-            raise CommandError(f"unknown SKU(s): {', '.join(missing)}")
+        problems = ([f"unknown SKU(s): {', '.join(missing)}"] if missing else []) + (
+            [f"not warmed: {', '.join(failed)}"] if failed else [])
+        if problems:
+            raise CommandError("; ".join(problems))
+
+    def _warm(self, sku_id: str, missing: list[str], fenced: list[str]) -> None:
+        was_there = redis_snapshots.snapshot_exists(sku_id=sku_id)
+        warm = stock_warm(sku_id=sku_id)
+        if warm is Warm.UNKNOWN:
+            missing.append(sku_id)
+        elif warm is Warm.FENCED:
+            fenced.append(sku_id)
+        elif warm is Warm.RETIRED:
+            self.stdout.write(f"{sku_id}: ended, its Redis keys dropped by retention (MySQL holds it; "
+                              f"it loads when sold again)")
+        else:
+            self._say(sku_id, "already warm" if was_there else "loaded")
 
     def _say(self, sku_id: str, state: str) -> None:
         live = redis_live.live_stock(sku_id=sku_id)

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('inventory', '0012_reservation_decision'),
+        ('inventory', '0013_sku_id_alphabet'),
     ]
 
     operations = [
