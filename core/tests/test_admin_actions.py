@@ -125,17 +125,25 @@ def rows(live_db, make_sku):
     every = IntervalSchedule.objects.create(every=3600, period=IntervalSchedule.SECONDS)
     task = PeriodicTask.objects.create(name=unique("sweep"), task="inventory.tasks.outbox_relay_task",
                                        interval=every, enabled=True)
-    CrontabSchedule.objects.create(minute="7")
-    AccessAttempt.objects.create(username=unique("u"), ip_address="192.0.2.7", user_agent=unique("ua"),
-                                 http_accept="*/*", path_info="/admin/login/", get_data="", post_data="",
-                                 failures_since_start=1)
-    DeadLetter.objects.create(task_name="t", payload={"args": []}, reason="refused")
-    PaymentRefund.objects.create(payment_id=unique("pay"), order_ref=unique("o"),
-                                 reason=PaymentRefund.Reason.UNKNOWN_ORDER)
+    cron = CrontabSchedule.objects.create(minute="7")
+    attempt = AccessAttempt.objects.create(
+        username=unique("u"), ip_address="192.0.2.7", user_agent=unique("ua"), http_accept="*/*",
+        path_info="/admin/login/", get_data="", post_data="", failures_since_start=1)
+    letter = DeadLetter.objects.create(task_name="t", payload={"args": []}, reason="refused")
+    refund = PaymentRefund.objects.create(payment_id=unique("pay"), order_ref=unique("o"),
+                                          reason=PaymentRefund.Reason.UNKNOWN_ORDER)
     sku = make_sku(stock=3)
     run = ReconciliationRun.objects.create(trigger=ReconciliationRun.Trigger.ADMIN, finished_at=timezone.now())
     Finding.objects.create(run=run, kind=Finding.Kind.DEAD_LETTERS, sku=sku, detail="x")
-    return task
+    yield task
+    # The test database is shared by the whole run: a second schedule of a sweep
+    # (the health's beat figure reads every one), an open dead letter or refund
+    # would change what later tests see.
+    for model, filters in ((PeriodicTask, {"pk": task.pk}), (IntervalSchedule, {"pk": every.pk}),
+                           (CrontabSchedule, {"pk": cron.pk}), (AccessAttempt, {"pk": attempt.pk}),
+                           (DeadLetter, {"pk": letter.pk}), (PaymentRefund, {"pk": refund.pk}),
+                           (Finding, {"run": run}), (ReconciliationRun, {"pk": run.pk})):
+        model.objects.filter(**filters).delete()
 
 
 def spy_on_every_action(monkeypatch) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import OperationalError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from redis.exceptions import ResponseError
 
 from inventory import messages
 from inventory.redis import gate, keys as redis_keys
@@ -185,12 +186,21 @@ def stock_gives_apply(*, gives: Sequence[dict], wait_s: float = 5.0) -> dict[str
     deadline = time.monotonic() + wait_s
     waiting = [g for g in gives if g["op_id"] not in done]
     first = True
+    refused: list[dict] = []
     while waiting:
         later = []
         for g in waiting:
-            outcome = gate.give(sku_id=g["sku_id"], op_id=g["op_id"], quantity=int(g["quantity"]),
-                                user_id=g.get("user_id"), total_delta=int(g.get("total_delta", 0)),
-                                frozen_delta=int(g.get("frozen_delta", 0)))
+            try:
+                outcome = gate.give(sku_id=g["sku_id"], op_id=g["op_id"], quantity=int(g["quantity"]),
+                                    user_id=g.get("user_id"), total_delta=int(g.get("total_delta", 0)),
+                                    frozen_delta=int(g.get("frozen_delta", 0)))
+            except ResponseError as exc:
+                # Redis refused this SKU's script (an id made before the alphabet,
+                # CROSSSLOT on a cluster): the other SKUs' gives go on; this one
+                # stays pending for the resend sweep, and the log names it.
+                logger.error("give %s of %s refused by Redis: %r", g["op_id"], g["sku_id"], exc)
+                refused.append(g)
+                continue
             if outcome is redis_keys.Give.NOT_WARM:
                 later.append(g)
             else:
@@ -212,8 +222,8 @@ def stock_gives_apply(*, gives: Sequence[dict], wait_s: float = 5.0) -> dict[str
         # status index, which every unpaid sale row fills during a sale.
         InventoryLog.objects.filter(op_id__in=finished, operation__in=GIVE_OPERATIONS).update(
             status=InventoryLog.Status.SUCCESS, updated_at=timezone.now())
-    if waiting:
-        raise GiveDeferred(f"{len(waiting)} give(s) found no snapshot")
+    if waiting or refused:
+        raise GiveDeferred(f"{len(waiting)} give(s) found no snapshot, {len(refused)} refused by Redis")
     return counts
 
 

@@ -654,8 +654,12 @@ def test_a_key_used_before_its_tokens_master_was_lost_is_refused_for_another_sku
 
     # A process started now needs a seed that answers: REDIS_URL may name only
     # the node just killed (a single seed is no way in while it is down).
+    # The URL keeps its credentials (the local cluster has a password).
     seeds = ",".join(n.name for n in topology(avoid=target) if "unreachable" not in n.flags)
-    worker = start_worker(dict(process_env, REDIS_URL=f"redis+cluster://{seeds}"),
+    scheme, _, rest = process_env["REDIS_URL"].partition("://")
+    credentials = rest.rpartition("@")[0]
+    url = f"{scheme}://{credentials + '@' if credentials else ''}{seeds}"
+    worker = start_worker(dict(process_env, REDIS_URL=url),
                           name=f"back-{uuid.uuid4().hex[:4]}")
     started = time.monotonic()
     try:
