@@ -315,7 +315,7 @@ class _GroupPublisher:
     "The selling phase"). Each request keeps its own budget: one that gives up waiting
     undoes its own reservation exactly as after a failed publish, and a copy
     of it published after all is refused by the confirm (its decision says
-    released: inventory.services.decisions)."""
+    undone: inventory.services.decisions)."""
 
     def __init__(self, partition: int = 0) -> None:
         self.partition = partition

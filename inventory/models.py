@@ -143,17 +143,22 @@ class ReservationDecision(models.Model):
     inventory log stays the audit of stock; nothing is decided from it."""
 
     class Outcome(models.TextChoices):
-        # The settle of each in Redis follows from it (orders.services.confirm).
+        # The settle of each in Redis follows from it (orders.services.confirm);
+        # the words are the glossary's (docs/architecture.md).
         CONFIRMED = "confirmed", _("Confirmed: an order took its units")
-        REFUSED = "refused", _("Refused by MySQL, its unit off sale (stock, or a lost Redis)")
-        FAILED = "failed", _("Refused by MySQL, its unit back on sale (closed, key, limit)")
-        RELEASED = "released", _("Released: undone at the request, or a replay refused")
+        DROPPED = "dropped", _("Refused, its unit dropped (stock, or a lost Redis)")
+        RETURNED = "returned", _("Refused, its unit returned to sale (closed, key, limit)")
+        UNDONE = "undone", _("Undone by its request, or its replay refused")
+
+    # The words rows kept before issue 27 (renamed by migration 0015; a row an
+    # older process writes during an upgrade still reads as its outcome).
+    LEGACY_OUTCOMES = {"refused": "dropped", "failed": "returned", "released": "undone"}
 
     # Binary collation, as the order ids everywhere: an exact, opaque string.
     order_id = models.CharField(verbose_name=_("order id"), max_length=64, unique=True, db_collation="utf8mb4_bin")
     sku = models.ForeignKey(Sku, verbose_name=_("sku"), on_delete=models.PROTECT, related_name="decisions")
     outcome = models.CharField(verbose_name=_("outcome"), max_length=10, choices=Outcome.choices)
-    # For people (the refusal's code, or why it was released); never read as state.
+    # For people (the refusal's code, or why it was undone); never read as state.
     reason = models.CharField(verbose_name=_("reason"), max_length=255, blank=True, default="")
     actor = models.CharField(verbose_name=_("actor"), max_length=150, blank=True, default="")
     decided_at = models.DateTimeField(verbose_name=_("decided at"))

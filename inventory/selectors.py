@@ -187,7 +187,9 @@ def reservation_decisions(*, order_ids: list[str]) -> dict[str, str]:
     if not order_ids:
         return {}
     # Asked by every confirm batch with up to a thousand ids: SQL compiled once (core.db).
-    return dict(db.fetch_all(_decisions_sql(len(order_ids)), order_ids))
+    legacy = ReservationDecision.LEGACY_OUTCOMES
+    return {oid: legacy.get(outcome, outcome) for oid, outcome in db.fetch_all(_decisions_sql(len(order_ids)),
+                                                                             order_ids)}
 
 
 # --- Health --------------------------------------------------------------------------------

@@ -33,8 +33,8 @@ def moves_apply_pending(*, limit_skus: int = 100) -> int:
     for sku_id in selectors.skus_with_moves(limit=limit_skus):
         while True:
             done = order_moves_apply(sku_id=sku_id, limit=BATCH)
-            moved += done.sold + done.released
-            if done.busy or done.sold + done.released < BATCH:
+            moved += done.sold + done.given_back
+            if done.busy or done.sold + done.given_back < BATCH:
                 break
     return moved
 

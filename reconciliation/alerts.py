@@ -4,7 +4,7 @@ SECKILL_ALERT_WEBHOOK is set, as a JSON POST to it.
 
 At most once per finding or dead letter: an Alert row, unique per subject, is
 inserted before anything is sent, so a second sender (two runs, the sweep and
-a run) finds it taken and sends nothing. A failed send is logged and recorded
+a run) finds it there and sends nothing. A failed send is logged and recorded
 on the row, never raised into the caller and never retried (at most once).
 
 Sent from the beat and worker side only (after a run, and by a sweep task),
@@ -41,7 +41,7 @@ LOOKBACK = timedelta(days=1)
 SWEEP_LIMIT = 200
 
 
-def _claim(**subject) -> Alert | None:
+def _record_once(**subject) -> Alert | None:
     """Insert the subject's Alert row; None when another sender has it."""
     try:
         with transaction.atomic():
@@ -100,21 +100,21 @@ def findings_alert(*, run_id: int | None = None, limit: int = SWEEP_LIMIT) -> li
         candidates = candidates.filter(run_id=run_id)
     else:
         candidates = candidates.filter(run__started_at__gte=timezone.now() - LOOKBACK)
-    claimed = []
+    ours = []
     for finding in candidates.order_by("pk")[:limit]:
-        alert = _claim(finding=finding)
+        alert = _record_once(finding=finding)
         if alert is not None:
-            claimed.append((finding, alert))
-    if not claimed:
+            ours.append((finding, alert))
+    if not ours:
         return []
-    subject = str(gettext_lazy("Seckill: %(n)d reconciliation finding(s) need attention") % {"n": len(claimed)})
+    subject = str(gettext_lazy("Seckill: %(n)d reconciliation finding(s) need attention") % {"n": len(ours)})
     lines = [f"run {f.run_id} {f.get_kind_display()} sku={f.sku_id} redis={f.redis_value} "
-             f"mysql={f.mysql_value}: {f.detail}" for f, _a in claimed]
+             f"mysql={f.mysql_value}: {f.detail}" for f, _a in ours]
     outcome = alert_deliver(subject=subject, lines=lines, payload={"kind": "findings", "findings": [
         {"id": f.pk, "run": f.run_id, "kind": f.kind, "sku": f.sku_id, "redis": f.redis_value,
-         "mysql": f.mysql_value, "detail": f.detail} for f, _a in claimed]})
-    _record([a for _f, a in claimed], outcome)
-    return [f.pk for f, _a in claimed]
+         "mysql": f.mysql_value, "detail": f.detail} for f, _a in ours]})
+    _record([a for _f, a in ours], outcome)
+    return [f.pk for f, _a in ours]
 
 
 def dead_letters_alert(*, limit: int = SWEEP_LIMIT) -> list[int]:
@@ -122,20 +122,20 @@ def dead_letters_alert(*, limit: int = SWEEP_LIMIT) -> list[int]:
     Returns the ids alerted now."""
     candidates = DeadLetter.objects.filter(status=DeadLetter.Status.OPEN, alert__isnull=True,
                                            created_at__gte=timezone.now() - LOOKBACK)
-    claimed = []
+    ours = []
     for letter in candidates.order_by("pk")[:limit]:
-        alert = _claim(dead_letter=letter)
+        alert = _record_once(dead_letter=letter)
         if alert is not None:
-            claimed.append((letter, alert))
-    if not claimed:
+            ours.append((letter, alert))
+    if not ours:
         return []
-    subject = str(gettext_lazy("Seckill: %(n)d new dead letter(s) in the admin") % {"n": len(claimed)})
-    lines = [f"#{d.pk} {d.task_name} at {d.created_at:%Y-%m-%d %H:%M:%S}: {d.reason}" for d, _a in claimed]
+    subject = str(gettext_lazy("Seckill: %(n)d new dead letter(s) in the admin") % {"n": len(ours)})
+    lines = [f"#{d.pk} {d.task_name} at {d.created_at:%Y-%m-%d %H:%M:%S}: {d.reason}" for d, _a in ours]
     outcome = alert_deliver(subject=subject, lines=lines, payload={"kind": "dead_letters", "dead_letters": [
         {"id": d.pk, "task": d.task_name, "reason": d.reason, "created_at": d.created_at.isoformat()}
-        for d, _a in claimed]})
-    _record([a for _d, a in claimed], outcome)
-    return [d.pk for d, _a in claimed]
+        for d, _a in ours]})
+    _record([a for _d, a in ours], outcome)
+    return [d.pk for d, _a in ours]
 
 
 def alerts_send(*, run_id: int | None = None) -> dict[str, int]:

@@ -93,7 +93,7 @@ class Finding(models.Model):
 
 
 class Alert(models.Model):
-    """One alert per finding or dead letter: the row is the claim. Inserted
+    """One alert per finding or dead letter: the row says who sends it. Inserted
     before anything is sent (its unique key refuses a second sender), so an
     alert goes out at most once, even with two runs at the same time."""
 

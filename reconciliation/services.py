@@ -181,7 +181,7 @@ def reconciliation_run(*, trigger: str, observe_gap_s: float = 0.3,
     with _run_lock():
         run = _run(trigger=trigger, observe_gap_s=observe_gap_s, sku_ids=sku_ids)
     # After the findings are committed and outside the run lock: a slow mail
-    # server delays no run, and an alert is claimed once (reconciliation.alerts).
+    # server delays no run, and an alert is sent once (reconciliation.alerts).
     transaction.on_commit(lambda: alerts.alerts_send(run_id=run.pk))
     return run
 

@@ -34,7 +34,7 @@ local function inflight_parse(e)
 end
 
 -- The buyer's per-user count goes down; the field goes at zero.
-local function buyer_release(buyers, user, qty)
+local function buyer_count_down(buyers, user, qty)
   local left = redis.call('HINCRBY', buyers, user, -qty)
   if left <= 0 then redis.call('HDEL', buyers, user) end
 end

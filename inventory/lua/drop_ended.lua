@@ -1,16 +1,16 @@
 --[[ drop_ended: retention drops every key of an ended SKU, in one atomic step,
-only while nothing could need them: no reservation in flight or claimed, no
+only while nothing could need them: no reservation in flight or held, no
 fence, the caller holds the warm lock (no load runs), the snapshot is the one
 MySQL's epoch names, and the gate is closed (Redis's own view: status not
 active, or its window ended at least the grace ago by Redis's clock).
 MySQL then marks the SKU (Sku.redis_dropped_at) under its row lock, so a later
 read does not take the missing snapshot for a Redis loss.
 KEYS[1] stock  KEYS[2] buyers  KEYS[3] inflight  KEYS[4] idem  KEYS[5] idem-age
-KEYS[6] due  KEYS[7] claims  KEYS[8] done  KEYS[9] released  KEYS[10] applied
+KEYS[6] due  KEYS[7] holds (claims)  KEYS[8] done  KEYS[9] undone (released)  KEYS[10] applied
 KEYS[11] fence  KEYS[12] warm-lock   (all seckill:{sku}:...)
 ARGV[1] the epoch MySQL holds  ARGV[2] the caller's warm-lock token
 ARGV[3] grace after the window's end (ms)
-Returns 1 dropped, 0 no snapshot, 2 busy (in flight, claimed, fenced),
+Returns 1 dropped, 0 no snapshot, 2 busy (in flight, held, fenced),
 3 still open in Redis, 4 not ours (another epoch, or the lock is not held).
 ]]
 if #KEYS ~= 12 or #ARGV ~= 3 then

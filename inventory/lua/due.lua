@@ -1,9 +1,9 @@
 --[[ due: the reservations the orphan sweep should publish again, at most a cap.
 A reservation is due when its deadline (set by reserve.lua) has passed and no
-consumer claimed it within the grace period. Each one returned gets its next
+consumer held it within the grace period. Each one returned gets its next
 deadline at once, further away the older it is (capped), so a reservation that
 is merely slow (worker down, long backlog) is not republished on every sweep.
-KEYS[1] inflight  KEYS[2] due (zset order_id -> deadline ms)  KEYS[3] claims
+KEYS[1] inflight  KEYS[2] due (zset order_id -> deadline ms)  KEYS[3] holds (stored as claims)
 ARGV[1] cap  ARGV[2] grace (ms)  ARGV[3] longest wait between two republishes (ms)
 ARGV[4] look this far ahead of now (ms; 0 in production, tests use it)
 Returns {order_id, entry, order_id, entry, ...}.
@@ -19,9 +19,9 @@ for _, oid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 
   if not e then
     redis.call('ZREM', KEYS[2], oid)
   else
-    local claimed = tonumber(redis.call('HGET', KEYS[3], oid) or '0')
-    if claimed > 0 and now - claimed < grace then
-      redis.call('ZADD', KEYS[2], claimed + grace, oid)
+    local held = tonumber(redis.call('HGET', KEYS[3], oid) or '0')
+    if held > 0 and now - held < grace then
+      redis.call('ZADD', KEYS[2], held + grace, oid)
     else
       local _, _, reserved = inflight_parse(e)
       local wait = math.min(math.max(grace, now - reserved), longest)

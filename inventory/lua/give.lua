@@ -15,7 +15,7 @@ if marker_has(KEYS[3], ARGV[1]) then return 0 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local qty = tonumber(ARGV[2])
 if qty ~= 0 then redis.call('HINCRBY', KEYS[1], 'available', qty) end
-if ARGV[3] ~= '' and qty > 0 then buyer_release(KEYS[2], ARGV[3], qty) end
+if ARGV[3] ~= '' and qty > 0 then buyer_count_down(KEYS[2], ARGV[3], qty) end
 local total, frozen = tonumber(ARGV[4]), tonumber(ARGV[5])
 if total ~= 0 then redis.call('HINCRBY', KEYS[1], 'total', total) end
 if frozen ~= 0 then redis.call('HINCRBY', KEYS[1], 'frozen', frozen) end

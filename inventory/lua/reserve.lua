@@ -6,7 +6,7 @@ KEYS[4] seckill:{sku}:idem      hash "user:key" -> "order_id|quantity"
 KEYS[5] seckill:{sku}:idem-age  zset "user:key" -> when it was recorded (ms)
 KEYS[6] seckill:{sku}:due       zset order_id -> when the orphan sweep may republish it (ms)
 KEYS[7] seckill:{sku}:missing   marker: MySQL has no such SKU (short TTL)
-KEYS[8] seckill:{sku}:released  marker zset of order ids undone at the request
+KEYS[8] seckill:{sku}:released  the undone marker: order ids their requests took back
 KEYS[9] seckill:{sku}:fence     the token of a rebuild waiting behind the broker (fence.lua)
 ARGV[1] user id  ARGV[2] quantity  ARGV[3] idempotency key  ARGV[4] order id
 ARGV[5] grace before the orphan sweep may republish (ms)

@@ -1,20 +1,22 @@
 --[[ settle: after the confirm transaction committed, close its reservations.
 Idempotent: a reservation no longer in flight changes nothing.
-KEYS[1] stock  KEYS[2] buyers  KEYS[3] inflight  KEYS[4] due  KEYS[5] claims
+KEYS[1] stock  KEYS[2] buyers  KEYS[3] inflight  KEYS[4] due  KEYS[5] holds (stored as claims)
 KEYS[6] done (marker zset)   (all seckill:{sku}:...)
-ARGV[1] c = number of confirmed ids, ARGV[2] f = number of stock-refused ids,
+ARGV[1] c = number of confirmed ids, ARGV[2] d = number of dropped ids,
 ARGV[3] lifetime of a done marker (ms),
-then c confirmed ids, f stock-refused ids, and the rest: ids refused for another
-reason. Confirmed: the reservation just leaves the in-flight hash.
-Stock-refused: the buyer's count comes back, the unit does not (Redis was above
-the truth; giving it back would sell it again and fail again).
-Other refusals: MySQL kept the unit, so it comes back to Redis with the count.
+then c confirmed ids, d dropped ids, and the rest: returned ids.
+Confirmed: the reservation just leaves the in-flight hash.
+Dropped (refused, its unit dropped): the buyer's count comes back, the unit does
+not (Redis was above the truth; putting it back would sell it again and be
+refused again).
+Returned (refused, its unit returned): MySQL never took the unit, so it comes
+back to Redis's available with the buyer's count.
 Returns the number of reservations that left the in-flight hash.
 ]]
 if #KEYS ~= 6 or #ARGV < 3 then
   return redis.error_reply('settle: expects 6 keys and at least 3 args')
 end
-local c, f, lifetime = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local c, d, lifetime = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms()
 local settled = 0
 for i = 4, #ARGV do
@@ -24,8 +26,8 @@ for i = 4, #ARGV do
     local user, qty = inflight_parse(e)
     redis.call('HDEL', KEYS[3], oid)
     redis.call('HINCRBY', KEYS[1], 'inflight', -qty)
-    if i > c + 3 then buyer_release(KEYS[2], user, qty) end
-    if i > c + f + 3 then redis.call('HINCRBY', KEYS[1], 'available', qty) end
+    if i > c + 3 then buyer_count_down(KEYS[2], user, qty) end
+    if i > c + d + 3 then redis.call('HINCRBY', KEYS[1], 'available', qty) end
     settled = settled + 1
   end
   redis.call('ZREM', KEYS[4], oid)

@@ -1,4 +1,4 @@
-"""The gate: reserve, release, the confirm consumer's hold and settle, the
+"""The gate: reserve, undo, the confirm consumer's hold and settle, the
 orphan sweep's due list, in-flight reads, and the moves that give, freeze or
 adjust available stock (each once per operation id). Key names and return
 codes: `keys`."""
@@ -12,7 +12,7 @@ from django.conf import settings
 from core.redis import Call, redis
 from inventory.domain import Reservation
 from inventory.redis.keys import (
-    Freeze, FreezeCancel, Give, Hold, Meta, ReleaseOutcome, Reserve, _chunks, _ms, _s, _script, sku_keys,
+    Freeze, FreezeCancel, Give, Hold, Meta, Reserve, UndoOutcome, _chunks, _ms, _s, _script, sku_keys,
 )
 
 
@@ -37,7 +37,7 @@ DECISION_MARGIN_MS = 500
 def decision_window_ms() -> int:
     """How long after its reserve a request may still be deciding: by then its
     publish was confirmed (the message is in the queue) or it gave up and
-    undid its take (answered 503, recorded as released)."""
+    undid its take (answered 503, recorded as undone)."""
     return int(settings.SECKILL_PUBLISH_BUDGET_MS) + DECISION_MARGIN_MS
 
 
@@ -46,7 +46,7 @@ def decision_window_ms() -> int:
 def reserve_call(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str) -> Call:
     """The reserve as a call that can ride in a pipeline (see orders' place)."""
     k = sku_keys(sku_id)
-    keys = [k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.missing, k.released, k.fence]
+    keys = [k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.missing, k.undone, k.fence]
     args = [user_id, quantity, idempotency_key, order_id, _ms("SECKILL_ORPHAN_GRACE_SECONDS"),
             _ms("SECKILL_IDEMPOTENCY_SECONDS"), decision_window_ms()]
     return Call(_script("reserve"), keys, args)
@@ -73,48 +73,50 @@ def reserve(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, o
                                        idempotency_key=idempotency_key, order_id=order_id).run())
 
 
-def release(*, sku_id: str, order_id: str) -> ReleaseOutcome:
+def undo(*, sku_id: str, order_id: str) -> UndoOutcome:
+    """Take back a reservation its own request could not publish (undo.lua)."""
     k = sku_keys(sku_id)
-    return ReleaseOutcome(int(_script("release")(
-        keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.claims, k.done, k.released],
+    return UndoOutcome(int(_script("undo")(
+        keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.holds, k.done, k.undone],
         args=[order_id, _ms("SECKILL_MARKER_LIFETIME_SECONDS")])))
 
 
 def hold(*, sku_id: str, order_ids: Sequence[str]) -> tuple[dict[str, Hold], list[Reservation]]:
-    """Hold reservations for a confirm (claim.lua): a held one can no longer be
-    released at the request. Returns each id's state and the held reservations
+    """Hold reservations for a confirm (hold.lua): a held one can no longer be
+    undone by its request. Returns each id's state and the held reservations
     as Redis has them."""
     k = sku_keys(sku_id)
     states: dict[str, Hold] = {}
     items: list[Reservation] = []
     for part in _chunks(list(order_ids)):
-        raw = _script("claim")(keys=[k.inflight, k.claims, k.done, k.released], args=list(part))
+        raw = _script("hold")(keys=[k.inflight, k.holds, k.done, k.undone], args=list(part))
         n = len(part)
         states.update({oid: Hold(_s(raw[i])) for i, oid in enumerate(part)})
         items += [Reservation.from_entry(sku_id, raw[i], raw[i + 1]) for i in range(n, len(raw), 2)]
     return states, items
 
 
-def settle(*, sku_id: str, confirmed: Sequence[str], failed: Sequence[str] = (),
-           given_back: Sequence[str] = ()) -> int:
-    """Close reservations the confirm decided (see settle.lua for the three lists)."""
+def settle(*, sku_id: str, confirmed: Sequence[str], dropped: Sequence[str] = (),
+           returned: Sequence[str] = ()) -> int:
+    """Close reservations the confirm decided (see settle.lua for the three lists:
+    confirmed, refused with their unit dropped, refused with their unit returned)."""
     k = sku_keys(sku_id)
-    keys = [k.stock, k.buyers, k.inflight, k.due, k.claims, k.done]
+    keys = [k.stock, k.buyers, k.inflight, k.due, k.holds, k.done]
     lifetime = _ms("SECKILL_DONE_MARKER_SECONDS")
     settled = 0
-    tagged = [(0, o) for o in confirmed] + [(1, o) for o in failed] + [(2, o) for o in given_back]
+    tagged = [(0, o) for o in confirmed] + [(1, o) for o in dropped] + [(2, o) for o in returned]
     for part in _chunks(tagged):
         c = [o for t, o in part if t == 0]
-        f = [o for t, o in part if t == 1]
-        g = [o for t, o in part if t == 2]
-        settled += int(_script("settle")(keys=keys, args=[len(c), len(f), lifetime, *c, *f, *g]))
+        d = [o for t, o in part if t == 1]
+        r = [o for t, o in part if t == 2]
+        settled += int(_script("settle")(keys=keys, args=[len(c), len(d), lifetime, *c, *d, *r]))
     return settled
 
 
 def due(*, sku_id: str, cap: int, ahead_ms: int = 0) -> list[Reservation]:
     """Reservations the orphan sweep should publish again (each gets its next deadline)."""
     k = sku_keys(sku_id)
-    raw = _script("due")(keys=[k.inflight, k.due, k.claims],
+    raw = _script("due")(keys=[k.inflight, k.due, k.holds],
                          args=[cap, _ms("SECKILL_ORPHAN_GRACE_SECONDS"), _ms("SECKILL_ORPHAN_MAX_WAIT_SECONDS"),
                                ahead_ms])
     return [Reservation.from_entry(sku_id, raw[i], raw[i + 1]) for i in range(0, len(raw), 2)]

@@ -46,24 +46,22 @@ class Reserve(enum.IntEnum):
     FENCED = 9
 
 
-@_scripts.returns("release")
-class ReleaseOutcome(enum.IntEnum):
+@_scripts.returns("undo")
+class UndoOutcome(enum.IntEnum):
     NOTHING = 0
-    RELEASED = 1
-    HELD = 2  # a confirm consumer holds it (claim.lua): the order goes on
+    UNDONE = 1
+    HELD = 2  # a confirm consumer holds it (hold.lua): the order goes on
     DONE = 3
 
 
-@_scripts.returns("claim")
+@_scripts.returns("hold")
 class Hold(str, enum.Enum):
-    """Where each reservation a confirm consumer asked to hold stands. The
-    values are claim.lua's words (and its key is `claims`): data in flight
-    keeps those names across an upgrade."""
+    """Where each reservation a confirm consumer asked to hold stands (hold.lua's words)."""
 
-    HELD = "claimed"
+    HELD = "held"
     MISSING = "missing"
     DONE = "done"
-    RELEASED = "released"
+    UNDONE = "undone"
 
 
 @_scripts.returns("give")
@@ -107,7 +105,7 @@ class Meta(enum.IntEnum):
 class Drop(enum.IntEnum):
     NO_SNAPSHOT = 0
     DROPPED = 1
-    BUSY = 2       # reservations in flight or claimed, or a fence stands
+    BUSY = 2       # reservations in flight or held, or a fence stands
     OPEN = 3       # Redis's gate still sells it (status active, window open or within the grace)
     NOT_OURS = 4   # another epoch than MySQL's, or the caller does not hold the warm lock
 
@@ -154,9 +152,12 @@ class SkuKeys:
     idem: str
     idem_age: str
     due: str
-    claims: str  # the reservations confirm consumers hold (the key keeps claim.lua's name)
+    # Stored names outlive a word's change (a key in flight keeps its name
+    # across an upgrade): the holds are stored as `claims`, the undone marker
+    # as `released`.
+    holds: str  # the reservations confirm consumers hold (hold.lua)
     done: str
-    released: str
+    undone: str  # order ids their requests took back (undo.lua)
     applied: str
     missing: str
     lock: str
@@ -174,8 +175,8 @@ def sku_keys(sku_id: str) -> SkuKeys:
     tag = tagged(sku_id)
     return SkuKeys(
         stock=f"{tag}:stock", buyers=f"{tag}:buyers", inflight=f"{tag}:inflight", idem=f"{tag}:idem",
-        idem_age=f"{tag}:idem-age", due=f"{tag}:due", claims=f"{tag}:claims", done=f"{tag}:done",
-        released=f"{tag}:released", applied=f"{tag}:applied", missing=f"{tag}:missing",
+        idem_age=f"{tag}:idem-age", due=f"{tag}:due", holds=f"{tag}:claims", done=f"{tag}:done",
+        undone=f"{tag}:released", applied=f"{tag}:applied", missing=f"{tag}:missing",
         lock=f"{tag}:warm-lock", fence=f"{tag}:fence", tag=tag,
     )
 

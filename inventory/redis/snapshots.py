@@ -69,7 +69,7 @@ def snapshot_drop_ended(*, sku_id: str, epoch: int, lock_token: str, grace_ms: i
     (see drop_ended.lua; the caller holds the warm lock and marks MySQL after)."""
     k = sku_keys(sku_id)
     return Drop(int(_script("drop_ended")(
-        keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.claims, k.done, k.released, k.applied,
+        keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.holds, k.done, k.undone, k.applied,
               k.fence, k.lock],
         args=[epoch, lock_token, grace_ms])))
 
@@ -157,7 +157,7 @@ def snapshot_distrust(*, sku_id: str, delay_ms: int) -> Fence | None:
     was here); a fence found is replaced by one counted from now. For a new
     instance whose data may be older than what was lost."""
     k = sku_keys(sku_id)
-    raw = _script("distrust")(keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.claims,
+    raw = _script("distrust")(keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.holds,
                                     k.applied, k.fence], args=[uuid.uuid4().hex, delay_ms])
     if Distrust(int(raw[0])) is not Distrust.FENCED:
         return None

@@ -11,8 +11,8 @@ it settled for SECKILL_DONE_MARKER_SECONDS. Deciding by that marker made the
 same letter a refusal within the hour and an order after it. So the outcome is
 decided by MySQL's record and the stock, reservation by reservation:
 
-- MySQL already decided it (its ReservationDecision: an order, a refusal, a
-  release): nothing to do, the consumer would say the same.
+- MySQL already decided it (its ReservationDecision: an order, a refusal, an
+  undo): nothing to do, the consumer would say the same.
 - Redis still holds it in flight (RabbitMQ dead-lettered the message): its unit
   is still taken; publish it again and the consumer decides.
 - Otherwise, whether Redis still marks it settled or has forgotten it: its
@@ -21,7 +21,7 @@ decided by MySQL's record and the stock, reservation by reservation:
   gate takes, drop the settled marker so the consumer does not skip it, and
   publish; the consumer makes the order (or a FAILED refusal for the reasons
   any confirm has). Not enough units left in Redis (sold to somebody else
-  meanwhile): it is decided released (inventory.services.decisions, with a
+  meanwhile): it is decided undone (inventory.services.decisions, with a
   `fail` sale log row for the audit), which also makes any later copy of the
   confirm a no-op, and the buyer orders again. At worst Redis ends
   below MySQL for a while (a take the consumer then refuses), which
@@ -48,7 +48,7 @@ from inventory import messages, selectors, signing
 from inventory.redis import gate, keys as redis_keys
 from inventory.models import DeadLetter, Sku
 from inventory.domain import Reservation
-from inventory.services.decisions import reservation_release_record
+from inventory.services.decisions import reservation_undo_record
 
 logger = logging.getLogger(__name__)
 
@@ -154,9 +154,9 @@ def _gives(letter: DeadLetter, *, kind: str) -> list[dict]:
 
 
 def _refuse(r: Reservation, *, actor: str, why: str) -> bool:
-    """Decide released a reservation that cannot be honoured; False when MySQL
+    """Decide undone a reservation that cannot be honoured; False when MySQL
     decided it otherwise meanwhile."""
-    return reservation_release_record(reservation=r, reason=f"dead letter replay: {why}", actor=actor) is None
+    return reservation_undo_record(reservation=r, reason=f"dead letter replay: {why}", actor=actor) is None
 
 
 def _replay_confirm(letter: DeadLetter, *, actor: str, out: ReplayOutcome) -> None:

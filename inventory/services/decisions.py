@@ -1,5 +1,5 @@
 """The decision about each reservation the gate accepted: confirmed, refused
-(its unit kept off sale, or back on sale) or released. The one writer of
+(its unit dropped, or returned to sale) or undone. The one writer of
 `ReservationDecision`.
 
 A decision is written once and never rewritten: its order id is unique, so of
@@ -58,9 +58,9 @@ def reservation_decisions_record(*, decisions: Sequence[DecisionRecord], now: da
     return {}
 
 
-def reservation_release_record(*, reservation: Reservation, reason: str, actor: str) -> str | None:
-    """Decide a reservation released: it never becomes an order, and a copy of
-    its confirm delivered later is given back instead. Used by the undo of a
+def reservation_undo_record(*, reservation: Reservation, reason: str, actor: str) -> str | None:
+    """Decide a reservation undone: it never becomes an order, and a copy of
+    its confirm delivered later is returned instead. Used by the undo of a
     reservation whose publish failed and by a dead-letter replay that cannot
     honour one. Returns None when this call decided it, or the outcome decided
     before (the confirm may have won: the order exists).
@@ -72,7 +72,7 @@ def reservation_release_record(*, reservation: Reservation, reason: str, actor: 
     r = reservation
     with transaction.atomic():
         earlier = reservation_decisions_record(decisions=[
-            DecisionRecord(r.order_id, r.sku_id, Outcome.RELEASED, reason=reason, actor=actor)])
+            DecisionRecord(r.order_id, r.sku_id, Outcome.UNDONE, reason=reason, actor=actor)])
         if earlier:
             return earlier[r.order_id]
         stock_sale_log(sku_id=r.sku_id, rows=[SaleLogRow(r.order_id, r.quantity, ok=False, reason=reason,

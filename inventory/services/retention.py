@@ -1,7 +1,7 @@
 """Retention of inventory's own state: old rows nothing depends on, and the
 Redis keys of SKUs whose sale ended (docs/architecture.md, "Bounded data").
 
-Kept for good: SKU rows and the inventory log (every stock operation, release
+Kept for good: SKU rows and the inventory log (every stock operation, undo
 records and freeze intents included): they are the audit trail. Deleted once
 older than the retention: outbox rows whose give is done (its log row
 `success`) and dead letters ops resolved. Every delete goes by primary key in
@@ -94,10 +94,10 @@ def sku_retire(*, sku_id: str, grace_s: float) -> str:
 
     The order makes a unit impossible to sell twice. Under the SKU's warm lock
     (so no snapshot load runs meanwhile), Redis drops every key in one script
-    only if nothing is in flight or claimed, no fence stands, the gate is
+    only if nothing is in flight or held, no fence stands, the gate is
     closed and the snapshot is of the epoch MySQL holds (drop_ended.lua): after
-    that, every reservation that snapshot accepted is in MySQL (an order, or a
-    release record), and no new one can be taken without a load. Then MySQL
+    that, every reservation that snapshot accepted is in MySQL (an order, or an
+    undo record), and no new one can be taken without a load. Then MySQL
     marks the SKU under its row lock, only if its epoch is still that one
     (`redis_dropped_at`). A load clears the mark in the UPDATE that bumps the
     epoch, so the mark always means "no snapshot since the drop": a warm-up may

@@ -72,7 +72,7 @@ def fence_delay_ms() -> int:
     """How long after a loss is noticed its fence may be sent: by then every
     request that reserved in the lost Redis has had its publish confirmed (its
     message is in the queue ahead of the fence) or has given up and undone
-    its reservation (answered 503, recorded as released)."""
+    its reservation (answered 503, recorded as undone)."""
     return gate.decision_window_ms() + settings.SECKILL_REDIS_CUTOFF_MS
 
 

@@ -89,17 +89,17 @@ class GiveBack:
     actor: str
 
 
-def stock_moves_apply(*, sku: Sku, sold: Sequence[Sale], released: Sequence[GiveBack]) -> None:
+def stock_moves_apply(*, sku: Sku, sold: Sequence[Sale], given_back: Sequence[GiveBack]) -> None:
     """Inside the caller's transaction, with the SKU row locked: paid orders'
     units move locked -> sold, given-back orders' locked -> available, in one
     conditional UPDATE; the sale log rows become success (paid) or fail (given
     back), and each give gets its INCR log row and outbox row (MySQL first:
     Redis hears of it only through the outbox, after commit)."""
-    if not sold and not released:
+    if not sold and not given_back:
         return
     now = timezone.now()
     to_sold = sum(s.quantity for s in sold)
-    back = sum(r.quantity for r in released)
+    back = sum(r.quantity for r in given_back)
     moved = Sku.objects.filter(pk=sku.sku_id, locked_stock__gte=to_sold + back).update(
         locked_stock=F("locked_stock") - (to_sold + back), sold_stock=F("sold_stock") + to_sold,
         available_stock=F("available_stock") + back, updated_at=now)
@@ -108,14 +108,15 @@ def stock_moves_apply(*, sku: Sku, sold: Sequence[Sale], released: Sequence[Give
     if sold:
         InventoryLog.objects.filter(order_id__in=[s.order_id for s in sold], operation=InventoryLog.Operation.DECR
                                     ).update(status=InventoryLog.Status.SUCCESS, updated_at=now)
-    for reason in {r.reason for r in released}:
-        InventoryLog.objects.filter(order_id__in=[r.order_id for r in released if r.reason == reason],
+    for reason in {r.reason for r in given_back}:
+        InventoryLog.objects.filter(order_id__in=[r.order_id for r in given_back if r.reason == reason],
                                     operation=InventoryLog.Operation.DECR).update(
             status=InventoryLog.Status.FAIL, reason=reason, updated_at=now)
-    if released:
+    if given_back:
         stock_gives_record(sku_id=sku.sku_id, gives=[
+            # the op id keeps its stored spelling (gives in flight are found by it)
             GiveRecord(op_id=f"{r.order_id}:release", quantity=r.quantity, user_id=r.user_id, order_id=r.order_id,
-                       reason=r.reason, actor=r.actor) for r in released])
+                       reason=r.reason, actor=r.actor) for r in given_back])
 
 
 # --- Ops moves --------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from orders.models import Order
 def confirm_dead_letter(r) -> DeadLetter:
     """As `_decide_splitting` leaves a reservation whose confirm kept failing:
     its unit given back to Redis (settled there), its fields in a dead letter."""
-    gate.settle(sku_id=r.sku_id, confirmed=[], given_back=[r.order_id])
+    gate.settle(sku_id=r.sku_id, confirmed=[], returned=[r.order_id])
     return dead_letter_record(task_name=messages.CONFIRM_KIND, payload={
         "order_id": r.order_id, "sku_id": r.sku_id, "user_id": r.user_id, "quantity": r.quantity,
         "idempotency_key": r.idempotency_key, "reserved_ms": r.reserved_ms, "epoch": r.epoch},

@@ -12,7 +12,7 @@ from django.test import override_settings
 from core.redis import redis
 from inventory.domain import Reservation
 from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
-from inventory.redis.keys import Adjust, Freeze, FreezeCancel, Give, Hold, Meta, ReleaseOutcome, Reserve
+from inventory.redis.keys import Adjust, Freeze, FreezeCancel, Give, Hold, Meta, UndoOutcome, Reserve
 
 pytestmark = pytest.mark.redis_both
 
@@ -86,8 +86,8 @@ def test_sale_window_and_status(sku_id, kw):
 def test_release_gives_everything_back_once_and_not_after_a_hold(sku_id):
     redis_snapshots.snapshot_load(sku_id=sku_id, snapshot=snapshot(available=5, limit=1))
     a = reserve(sku_id, user=1, key="ka")
-    assert gate.release(sku_id=sku_id, order_id=a.order_id) is ReleaseOutcome.RELEASED
-    assert gate.release(sku_id=sku_id, order_id=a.order_id) is ReleaseOutcome.NOTHING
+    assert gate.undo(sku_id=sku_id, order_id=a.order_id) is UndoOutcome.UNDONE
+    assert gate.undo(sku_id=sku_id, order_id=a.order_id) is UndoOutcome.NOTHING
     assert redis_live.live_stock(sku_id=sku_id).available == 5
     # the key and the per-user count came back: the same key can buy again...
     assert reserve(sku_id, user=1, key="ka").code is Reserve.OK
@@ -96,11 +96,11 @@ def test_release_gives_everything_back_once_and_not_after_a_hold(sku_id):
     b = reserve(sku_id, user=3)
     states, items = gate.hold(sku_id=sku_id, order_ids=[b.order_id])
     assert states == {b.order_id: Hold.HELD} and [i.order_id for i in items] == [b.order_id]
-    assert gate.release(sku_id=sku_id, order_id=b.order_id) is ReleaseOutcome.HELD
-    assert gate.hold(sku_id=sku_id, order_ids=[a.order_id])[0] == {a.order_id: Hold.RELEASED}
+    assert gate.undo(sku_id=sku_id, order_id=b.order_id) is UndoOutcome.HELD
+    assert gate.hold(sku_id=sku_id, order_ids=[a.order_id])[0] == {a.order_id: Hold.UNDONE}
     assert gate.hold(sku_id=sku_id, order_ids=["f" * 32])[0] == {"f" * 32: Hold.MISSING}
     gate.settle(sku_id=sku_id, confirmed=[b.order_id])
-    assert gate.release(sku_id=sku_id, order_id=b.order_id) is ReleaseOutcome.DONE
+    assert gate.undo(sku_id=sku_id, order_id=b.order_id) is UndoOutcome.DONE
 
 
 def test_settle_is_idempotent_and_returns_what_each_refusal_says(sku_id):
@@ -109,8 +109,8 @@ def test_settle_is_idempotent_and_returns_what_each_refusal_says(sku_id):
     gate.hold(sku_id=sku_id, order_ids=ids)
     # ids[4] refused by MySQL for stock: buyer count back, unit not;
     # ids[5] refused for another reason: both back
-    assert gate.settle(sku_id=sku_id, confirmed=ids[:4], failed=[ids[4]], given_back=[ids[5]]) == 6
-    assert gate.settle(sku_id=sku_id, confirmed=ids[:4], failed=[ids[4]], given_back=[ids[5]]) == 0
+    assert gate.settle(sku_id=sku_id, confirmed=ids[:4], dropped=[ids[4]], returned=[ids[5]]) == 6
+    assert gate.settle(sku_id=sku_id, confirmed=ids[:4], dropped=[ids[4]], returned=[ids[5]]) == 0
     live = redis_live.live_stock(sku_id=sku_id)
     assert (live.available, live.inflight) == (5, 0)
     assert gate.hold(sku_id=sku_id, order_ids=ids[1:3])[0] == {ids[1]: Hold.DONE, ids[2]: Hold.DONE}
@@ -170,18 +170,18 @@ def test_markers_live_no_longer_than_their_lifetime(sku_id):
     for i in range(50):
         gate.give(sku_id=sku_id, op_id=f"old-{i}", quantity=0)
         o = reserve(sku_id, user=1)
-        gate.release(sku_id=sku_id, order_id=o.order_id)
+        gate.undo(sku_id=sku_id, order_id=o.order_id)
         d = reserve(sku_id, user=2)
         gate.settle(sku_id=sku_id, confirmed=[d.order_id])
     r = redis()
-    assert (r.zcard(k.applied), r.zcard(k.released), r.zcard(k.done)) == (50, 50, 50)
+    assert (r.zcard(k.applied), r.zcard(k.undone), r.zcard(k.done)) == (50, 50, 50)
     time.sleep(1.1)
     gate.give(sku_id=sku_id, op_id="new", quantity=0)
     o = reserve(sku_id, user=1)
-    gate.release(sku_id=sku_id, order_id=o.order_id)
+    gate.undo(sku_id=sku_id, order_id=o.order_id)
     d = reserve(sku_id, user=2)
     gate.settle(sku_id=sku_id, confirmed=[d.order_id])
-    assert (r.zcard(k.applied), r.zcard(k.released), r.zcard(k.done)) == (1, 1, 1)
+    assert (r.zcard(k.applied), r.zcard(k.undone), r.zcard(k.done)) == (1, 1, 1)
 
 
 @override_settings(SECKILL_IDEMPOTENCY_SECONDS=1)

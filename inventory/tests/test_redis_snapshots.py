@@ -69,7 +69,7 @@ def test_a_snapshot_is_dropped_for_a_rebuild_only_while_nothing_is_in_flight(sku
     redis_snapshots.snapshot_load(sku_id=sku_id, snapshot=snapshot())
     r = reserve(sku_id)
     assert redis_snapshots.snapshot_drop_if_idle(sku_id=sku_id) is False
-    assert gate.release(sku_id=sku_id, order_id=r.order_id)
+    assert gate.undo(sku_id=sku_id, order_id=r.order_id)
     assert redis_snapshots.snapshot_drop_if_idle(sku_id=sku_id) is True
     assert not redis_snapshots.snapshot_exists(sku_id=sku_id)
 

@@ -28,7 +28,7 @@ def test_an_ended_sku_loses_its_redis_keys_and_stays_readable(make_sku, make_buy
     sku = make_sku(stock=5)
     (user, token), = make_buyers(1)
     reserve_direct(sku.sku_id, user.pk)  # a reservation, so the SKU has markers and a buyer
-    gate.release(sku_id=sku.sku_id, order_id=gate.inflight_entries(sku_id=sku.sku_id)[0].order_id)
+    gate.undo(sku_id=sku.sku_id, order_id=gate.inflight_entries(sku_id=sku.sku_id)[0].order_id)
     ended_long_ago(sku.sku_id)
     assert redis_keys.sku_key_names(sku_id=sku.sku_id)  # stock, buyers, released marker ...
 

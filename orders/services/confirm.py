@@ -73,41 +73,39 @@ class SaleState:
 class Decision:
     accepted: list[Reservation] = field(default_factory=list)
     refused: list[tuple[Reservation, str]] = field(default_factory=list)
-    # Decided before (ReservationDecision.Outcome): CONFIRMED, REFUSED, FAILED.
+    # Decided before, by their ReservationDecision.Outcome.
     confirmed_before: list[str] = field(default_factory=list)
-    failed_before: list[str] = field(default_factory=list)
+    dropped_before: list[str] = field(default_factory=list)
     returned_before: list[str] = field(default_factory=list)
-    # RELEASED (undone at the request, or a replay refused): never an order.
-    released: list[str] = field(default_factory=list)
+    undone_before: list[str] = field(default_factory=list)  # never an order
 
     @property
     def settle_confirmed(self) -> list[str]:
         return [r.order_id for r in self.accepted] + self.confirmed_before
 
     @property
-    def settle_failed(self) -> list[str]:
-        """Refused for stock (or taken by a lost Redis): the buyer's count comes
-        back, the unit does not."""
-        return [r.order_id for r, why in self.refused if why in UNIT_KEPT_BY_REDIS] + self.failed_before
+    def settle_dropped(self) -> list[str]:
+        """Refused, the unit dropped: the buyer's count comes back, the unit does not."""
+        return [r.order_id for r, why in self.refused if why in DROPPING_REFUSALS] + self.dropped_before
 
     @property
-    def settle_given_back(self) -> list[str]:
-        """Refused for another reason: MySQL kept the unit, Redis gets it back."""
-        return ([r.order_id for r, why in self.refused if why not in UNIT_KEPT_BY_REDIS] + self.returned_before
-                + self.released)
+    def settle_returned(self) -> list[str]:
+        """Refused for another reason, or undone: MySQL never took the unit, Redis gets it back."""
+        return ([r.order_id for r, why in self.refused if why not in DROPPING_REFUSALS] + self.returned_before
+                + self.undone_before)
 
 
-# Refusals whose unit Redis must not get back: Redis was above the truth
-# (stock), or the unit is counted by a rebuilt snapshot already (stale).
-UNIT_KEPT_BY_REDIS = (STOCK_REFUSAL, STALE_REFUSAL)
+# Refusals whose unit is dropped, not returned to Redis: Redis was above the
+# truth (stock), or the unit is counted by a rebuilt snapshot already (stale).
+DROPPING_REFUSALS = (STOCK_REFUSAL, STALE_REFUSAL)
 
 
 Outcome = ReservationDecision.Outcome
 
 
 def refusal_outcome(why: str) -> Outcome:
-    """The decision a refusal records: whether Redis keeps the unit off sale."""
-    return Outcome.REFUSED if why in UNIT_KEPT_BY_REDIS else Outcome.FAILED
+    """The decision a refusal records: whether its unit is dropped or returned."""
+    return Outcome.DROPPED if why in DROPPING_REFUSALS else Outcome.RETURNED
 
 
 def order_outcome(status: str, reason: str) -> Outcome:
@@ -115,8 +113,8 @@ def order_outcome(status: str, reason: str) -> Outcome:
     return Outcome.CONFIRMED if status != Order.Status.FAILED else refusal_outcome(reason)
 
 
-_BEFORE = {Outcome.CONFIRMED: "confirmed_before", Outcome.REFUSED: "failed_before",
-           Outcome.FAILED: "returned_before", Outcome.RELEASED: "released"}
+_BEFORE = {Outcome.CONFIRMED: "confirmed_before", Outcome.DROPPED: "dropped_before",
+           Outcome.RETURNED: "returned_before", Outcome.UNDONE: "undone_before"}
 
 
 def known_outcome(decision: Decision, order_id: str, outcome: str) -> None:
@@ -254,7 +252,7 @@ def _orders_insert(sku_id: str, decision: Decision, now: datetime, *, fallback_p
 class ConfirmOutcome:
     sku_id: str
     confirmed: int = 0
-    failed: int = 0
+    dropped: int = 0  # refused with their unit dropped
     dead: int = 0
 
 
@@ -293,11 +291,11 @@ def _confirm_batch(sku_id: str, own: list[Reservation], idle) -> ConfirmOutcome:
         return ConfirmOutcome(sku_id)
     decision, dead = _decide_splitting(sku_id, batch, idle)
     try:
-        gate.settle(sku_id=sku_id, confirmed=decision.settle_confirmed, failed=decision.settle_failed,
-                    given_back=decision.settle_given_back + dead)
+        gate.settle(sku_id=sku_id, confirmed=decision.settle_confirmed, dropped=decision.settle_dropped,
+                    returned=decision.settle_returned + dead)
     except RedisError as exc:  # committed in MySQL; the orphan sweep settles it later
         logger.warning("settle of %d reservation(s) of %s deferred: %r", len(batch), sku_id, exc)
-    return ConfirmOutcome(sku_id, len(decision.settle_confirmed), len(decision.settle_failed), len(dead))
+    return ConfirmOutcome(sku_id, len(decision.settle_confirmed), len(decision.settle_dropped), len(dead))
 
 
 def _decide_splitting(sku_id: str, batch: list[Reservation], idle) -> tuple[Decision, list[str]]:
@@ -332,7 +330,8 @@ def _decide_splitting(sku_id: str, batch: list[Reservation], idle) -> tuple[Deci
         second, dead_b = _decide_splitting(sku_id, batch[half:], idle)
         merged = Decision()
         for part in (first, second):
-            for name in ("accepted", "refused", "confirmed_before", "failed_before", "returned_before", "released"):
+            for name in ("accepted", "refused", "confirmed_before", "dropped_before", "returned_before",
+                         "undone_before"):
                 getattr(merged, name).extend(getattr(part, name))
         return merged, dead_a + dead_b
 
@@ -343,6 +342,6 @@ def reservations_settle_known(*, sku_id: str, states: dict[str, tuple[str, str]]
     decision = Decision()
     for order_id, (status, reason) in states.items():
         known_outcome(decision, order_id, order_outcome(status, reason))
-    gate.settle(sku_id=sku_id, confirmed=decision.settle_confirmed, failed=decision.settle_failed,
-                given_back=decision.settle_given_back)
+    gate.settle(sku_id=sku_id, confirmed=decision.settle_confirmed, dropped=decision.settle_dropped,
+                returned=decision.settle_returned)
     return decision

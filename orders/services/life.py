@@ -134,7 +134,7 @@ def orders_expire(*, limit: int = 500, sku_ids: list[str] | None = None) -> int:
 class MovesApplied:
     sku_id: str
     sold: int = 0
-    released: int = 0
+    given_back: int = 0
     busy: bool = False  # another mover holds the SKU row
 
 
@@ -156,17 +156,17 @@ def order_moves_apply(*, sku_id: str, limit: int = 2000) -> MovesApplied:
             if not rows:
                 return MovesApplied(sku_id)
             sold = [Sale(oid, qty) for oid, st, qty, _ in rows if st == Order.Status.PAID]
-            released = [GiveBack(oid, qty, user, "cancelled by buyer" if st == Order.Status.CANCELLED
+            given_back = [GiveBack(oid, qty, user, "cancelled by buyer" if st == Order.Status.CANCELLED
                                  else "payment window passed", f"user:{user}" if st == Order.Status.CANCELLED
                                  else "expiry") for oid, st, qty, user in rows if st != Order.Status.PAID]
-            stock_moves_apply(sku=sku, sold=sold, released=released)
+            stock_moves_apply(sku=sku, sold=sold, given_back=given_back)
             now = timezone.now()
             if sold:
                 Order.objects.filter(pk__in=[s.order_id for s in sold]).update(
                     bucket=Order.Bucket.SOLD, updated_at=now)
-            if released:
-                Order.objects.filter(pk__in=[r.order_id for r in released]).update(
+            if given_back:
+                Order.objects.filter(pk__in=[r.order_id for r in given_back]).update(
                     bucket=Order.Bucket.AVAILABLE, updated_at=now)
-            return MovesApplied(sku_id, len(sold), len(released))
+            return MovesApplied(sku_id, len(sold), len(given_back))
 
     return with_mysql_retry(apply)

@@ -19,10 +19,10 @@ from inventory import messages
 from inventory.domain import Reservation, order_tag
 from inventory.redis import gate
 from inventory.redis.gate import ReserveResult
-from inventory.redis.keys import ReleaseOutcome, Reserve
+from inventory.redis.keys import Reserve, UndoOutcome
 from inventory.services.snapshots import Warm, stock_warm
 from inventory.models import ReservationDecision
-from inventory.services.decisions import reservation_release_record
+from inventory.services.decisions import reservation_undo_record
 
 logger = logging.getLogger(__name__)
 
@@ -53,44 +53,59 @@ class _Click:
     quantity: int
     key: str
     started: float  # time.monotonic() when the request reached the service
-    again: bool = False  # second pass after a retired order id
-    waited: bool = False  # waited once for the first request with this key to decide
+
+
+@dataclass(frozen=True)
+class _Retired:
+    """The order id this key named was undone (its request answered 503): the
+    key is free again, under a new order id."""
+
+    order_id: str
+
+
+@dataclass(frozen=True)
+class _Deciding:
+    """The first request with this key is still deciding (its publish under way
+    or failing) for up to `wait_ms`: ask again once it has decided."""
+
+    order_id: str
+    wait_ms: int
 
 
 def order_place(*, user_id: int, token: str, sku_id: str, quantity: int, idempotency_key: str,
-                prior: KeyClaim | None = None, _again: bool = False) -> PlacedOrder:
+                prior: KeyClaim | None = None) -> PlacedOrder:
     """Take stock in Redis, then publish the confirm; never touches MySQL.
 
     Redis first: a crash after the take can only under-sell until the orphan
     sweep re-publishes the reservation, never oversell. `prior` is what this
     key already made (read with the token, in the same round trip): a retry is
     answered with that order, another body with 422, whatever the SKU.
+
+    At most three steps, each explicit below: the first try, once more after
+    waiting for the first request with this key to decide, and once more with
+    a fresh order id after that first request was undone.
     """
-    click = _Click(token, user_id, sku_id, quantity, idempotency_key, time.monotonic(), _again)
-    if prior is not None:
-        return _place_again(click, prior)
-    if _sold_out_until.get(sku_id, 0.0) > time.monotonic():
-        # A key never used before cannot be a retry: "sold out" is its answer.
-        raise SoldOut(sku_id=sku_id)
-    order_id = order_id_new(sku_id=sku_id)
-    try:
-        # One round trip: claim the key in the token's slot, reserve in the SKU's.
-        # Of two requests with the same key, exactly one claim wins.
-        won, raw = run_together(
-            token_cache.key_claim_call(token=token, idempotency_key=idempotency_key, quantity=quantity,
-                                       order_id=order_id, sku_id=sku_id),
-            gate.reserve_call(sku_id=sku_id, user_id=user_id, quantity=quantity,
-                              idempotency_key=idempotency_key, order_id=order_id))
-        other, result = token_cache.key_claim_result(won), gate.reserve_result(raw)
-    except RedisError as exc:
-        _unavailable_after_redis_error(click, order_id, exc)
-    if other is not None:
-        # Another request with this key claimed it first: ours took stock for
-        # nothing (not published yet), so it goes back, and the winner answers.
-        if result.code is Reserve.OK:
-            _release_quietly(sku_id, order_id)
-        return _place_again(click, other)
-    return _finish(click, order_id, result)
+    click = _Click(token, user_id, sku_id, quantity, idempotency_key, time.monotonic())
+    claim, waited, fresh = prior, False, False
+    while True:
+        step = _reserve_again(click, claim) if claim is not None else _reserve_new(click)
+        if isinstance(step, PlacedOrder):
+            return step
+        if isinstance(step, KeyClaim):  # another request claimed the key first: answer as a retry
+            claim = step
+        elif isinstance(step, _Deciding) and waited:  # it had its window: its order stands
+            return PlacedOrder(step.order_id, sku_id, quantity, created=False, reserved_ms=0)
+        elif isinstance(step, _Deciding):
+            with admission.idle():  # a sleep: its web slot serves other clicks meanwhile
+                time.sleep(min(step.wait_ms, gate.decision_window_ms()) / 1000)
+            claim, waited = KeyClaim(order_id=step.order_id, sku_id=sku_id, quantity=quantity, claimed_ms=0), True
+        else:  # _Retired: the key is free again, once, under a fresh order id
+            _forget(click, step.order_id)
+            if fresh:
+                raise Unavailable()
+            # a new reservation: its publish budget starts now, as any click's
+            claim, fresh = None, True
+            click = replace(click, started=time.monotonic())
 
 
 def order_id_new(*, sku_id: str) -> str:
@@ -100,48 +115,70 @@ def order_id_new(*, sku_id: str) -> str:
     return order_tag(sku_id) + uuid.uuid4().hex[8:]
 
 
-def _place_again(click: _Click, prior: KeyClaim) -> PlacedOrder:
+def _reserve_new(click: _Click) -> PlacedOrder | KeyClaim:
+    """A key never used before: claim it and reserve, in one round trip (the
+    claim in the token's slot, the reserve in the SKU's). Of two requests with
+    the same key, exactly one claim wins; the other gets the winner's claim."""
+    if _sold_out_until.get(click.sku_id, 0.0) > time.monotonic():
+        # A key never used before cannot be a retry: "sold out" is its answer.
+        raise SoldOut(sku_id=click.sku_id)
+    order_id = order_id_new(sku_id=click.sku_id)
+    try:
+        won, raw = run_together(
+            token_cache.key_claim_call(token=click.token, idempotency_key=click.key, quantity=click.quantity,
+                                       order_id=order_id, sku_id=click.sku_id),
+            gate.reserve_call(sku_id=click.sku_id, user_id=click.user_id, quantity=click.quantity,
+                              idempotency_key=click.key, order_id=order_id))
+        other, result = token_cache.key_claim_result(won), gate.reserve_result(raw)
+    except RedisError as exc:
+        _unavailable_after_redis_error(click, order_id, exc)
+    if other is not None:
+        # Ours took stock for nothing (not published yet): it goes back.
+        if result.code is Reserve.OK:
+            _undo_quietly(click.sku_id, order_id)
+        return other
+    return _answer(click, order_id, result)
+
+
+def _reserve_again(click: _Click, claim: KeyClaim) -> PlacedOrder | _Retired | _Deciding:
     """The key was used before: the same body is answered with that order
-    (taking its stock now if the first request never got that far)."""
-    if prior.sku_id != click.sku_id or prior.quantity != click.quantity:
-        raise IdempotencyKeyReused(order_id=prior.order_id)
+    (taking its stock now if the first request never got that far); another
+    body is 422."""
+    if claim.sku_id != click.sku_id or claim.quantity != click.quantity:
+        raise IdempotencyKeyReused(order_id=claim.order_id)
     try:
         result = gate.reserve(sku_id=click.sku_id, user_id=click.user_id, quantity=click.quantity,
-                              idempotency_key=click.key, order_id=prior.order_id)
+                              idempotency_key=click.key, order_id=claim.order_id)
     except RedisError as exc:
-        _unavailable_after_redis_error(click, prior.order_id, exc)
+        _unavailable_after_redis_error(click, claim.order_id, exc)
     if result.code is Reserve.RETIRED:
-        # The first request with this key was answered 503 and its claim
-        # should have gone: the key is free, under a new order id.
-        _forget(click, prior.order_id)
-        if click.again:
-            raise Unavailable()
-        return order_place(user_id=click.user_id, token=click.token, sku_id=click.sku_id,
-                           quantity=click.quantity, idempotency_key=click.key, _again=True)
-    return _finish(click, prior.order_id, result)
+        return _Retired(claim.order_id)
+    return _answer(click, claim.order_id, result)
 
 
-def _finish(click: _Click, order_id: str, result: ReserveResult) -> PlacedOrder:
+def _answer(click: _Click, order_id: str, result: ReserveResult) -> PlacedOrder | _Deciding:
+    """What the gate's answer means for the request: a 202 (published), a
+    replay of the key's order, a wait for the first request, or a refusal."""
     if result.code is Reserve.NOT_WARMED:
         result = _warm_and_reserve(click, order_id)
     if result.code is Reserve.OK:
         reservation = Reservation(order_id, click.sku_id, click.user_id, click.quantity, click.key,
                                   result.reserved_ms, result.epoch, result.unit_price)
-        _publish_or_release(click, reservation)
+        _publish_or_undo(click, reservation)
         return PlacedOrder(order_id, click.sku_id, click.quantity, created=True, reserved_ms=result.reserved_ms)
     if result.code is Reserve.DUPLICATE:
-        if result.wait_ms > 0 and not click.waited:
-            # The first request with this key may still undo its take (its
-            # publish under way or failing): answer once it has decided, so a
-            # 202 here never names an order its own request then gives up.
-            with admission.idle():  # a sleep: its web slot serves other clicks meanwhile
-                time.sleep(min(result.wait_ms, gate.decision_window_ms()) / 1000)
-            first = KeyClaim(order_id=result.order_id, sku_id=click.sku_id, quantity=click.quantity, claimed_ms=0)
-            return _place_again(replace(click, waited=True), first)
+        if result.wait_ms > 0:
+            # Answered once it has decided, so a 202 here never names an order
+            # its own request then gives up.
+            return _Deciding(result.order_id, result.wait_ms)
         return PlacedOrder(result.order_id, click.sku_id, click.quantity, created=False, reserved_ms=0)
-
     # Refused: the key claims nothing, so the client may fix the body and retry.
     _forget(click, order_id)
+    _refuse(click, result)
+
+
+def _refuse(click: _Click, result: ReserveResult):
+    """Raise the refusal the gate's code stands for (nothing was taken)."""
     if result.code is Reserve.KEY_REUSED:
         raise IdempotencyKeyReused(order_id=result.order_id)
     if result.code is Reserve.SOLD_OUT:
@@ -176,7 +213,7 @@ def _warm_and_reserve(click: _Click, order_id: str) -> ReserveResult:
         _unavailable_after_redis_error(click, order_id, exc)
 
 
-def _publish_or_release(click: _Click, reservation: Reservation) -> None:
+def _publish_or_undo(click: _Click, reservation: Reservation) -> None:
     """The 202 needs the broker's confirm within the budget. Otherwise the take
     is undone, unless a consumer already holds it or MySQL already confirmed it
     (the broker stored the message after all): then the order goes on and the
@@ -190,22 +227,28 @@ def _publish_or_release(click: _Click, reservation: Reservation) -> None:
         logger.warning("publish of %s confirmed past the budget; undoing it", reservation.order_id)
     except Exception as exc:  # any broker failure: undo the take, answer 503
         logger.warning("publish failed for %s: %r", reservation.order_id, exc)
-    if _undo(click, reservation.order_id):
+    if _take_back(click, reservation.order_id, published=True):
         raise Unavailable()
 
 
-def _undo(click: _Click, order_id: str) -> bool:
-    """Undo a take whose message may or may not exist. Returns False when the
-    order goes on after all (a consumer holds it, or MySQL confirmed it)."""
-    outcome = _release_quietly(click.sku_id, order_id)
-    if outcome in (ReleaseOutcome.HELD, ReleaseOutcome.DONE):
+def _take_back(click: _Click, order_id: str, *, published: bool) -> bool:
+    """Undo this request's take, so that its 503 keeps the promise that
+    nothing was taken. Returns False when the order goes on after all (a
+    consumer holds it, or MySQL confirmed it: the broker had the message).
+
+    The undo is decided in MySQL too whenever a copy of the message may exist
+    (`published`), so that copy can never become an order; and when Redis
+    cannot say whether it undid anything. MySQL away as well: the Redis record
+    of the undo is all there is."""
+    outcome = _undo_quietly(click.sku_id, order_id)
+    if outcome in (UndoOutcome.HELD, UndoOutcome.DONE):
         return False
-    try:
-        if _release_record(click, order_id) not in (None, ReservationDecision.Outcome.RELEASED):
-            return False  # the confirm won the race: the order exists
-    except Exception as exc:
-        # MySQL away too: the Redis record of the release is all there is.
-        logger.error("release of %s not recorded in MySQL: %r", order_id, exc)
+    if published or outcome is None:
+        try:
+            if _undo_record(click, order_id) not in (None, ReservationDecision.Outcome.UNDONE):
+                return False  # the confirm won the race: the order exists
+        except Exception as exc:
+            logger.error("undo of %s not recorded in MySQL: %r", order_id, exc)
     _forget(click, order_id)
     return True
 
@@ -214,40 +257,35 @@ def _reservation(click: _Click, order_id: str) -> Reservation:
     return Reservation(order_id, click.sku_id, click.user_id, click.quantity, click.key, 0)
 
 
-RELEASED_AT_REQUEST = "released at the request: its publish failed"
+UNDONE_AT_REQUEST = "undone by its request: its publish failed"
 
 
-def _release_record(click: _Click, order_id: str) -> str | None:
-    """Decide the reservation released in MySQL; None when this call did, or the
+def _undo_record(click: _Click, order_id: str) -> str | None:
+    """Decide the reservation undone in MySQL; None when this call did, or the
     outcome decided before (a second undo of the same take finds its own)."""
-    return reservation_release_record(reservation=_reservation(click, order_id), reason=RELEASED_AT_REQUEST,
+    return reservation_undo_record(reservation=_reservation(click, order_id), reason=UNDONE_AT_REQUEST,
                                       actor=f"user:{click.user_id}")
 
 
-def _release_quietly(sku_id: str, order_id: str) -> ReleaseOutcome | None:
+def _undo_quietly(sku_id: str, order_id: str) -> UndoOutcome | None:
     for attempt in range(3):
         try:
-            return gate.release(sku_id=sku_id, order_id=order_id)
+            return gate.undo(sku_id=sku_id, order_id=order_id)
         except RedisError:
             time.sleep(0.05 * (attempt + 1))
-    logger.error("could not release reservation %s of %s", order_id, sku_id)
+    logger.error("could not undo reservation %s of %s", order_id, sku_id)
     return None
 
 
 def _unavailable_after_redis_error(click: _Click, order_id: str, exc: Exception):
     """The reserve's round trip failed. If the connection was refused, the
     script never ran; otherwise it may have run before the connection broke,
-    so the take is undone by order id (idempotent), and recorded in MySQL if
-    Redis cannot say, so that a 503 keeps its promise that nothing was taken."""
+    so the take is undone by order id (idempotent; nothing was published)."""
     logger.warning("reserve failed: %r", exc)
-    if not _never_sent(exc):
-        outcome = _release_quietly(click.sku_id, order_id)
-        if outcome is None:
-            try:
-                _release_record(click, order_id)
-            except Exception as db_exc:
-                logger.error("release of %s not recorded in MySQL: %r", order_id, db_exc)
-    _forget(click, order_id)
+    if _never_sent(exc):
+        _forget(click, order_id)
+    else:
+        _take_back(click, order_id, published=False)
     raise Unavailable() from exc
 
 

@@ -23,16 +23,16 @@ def test_accepts_in_the_order_the_gate_did_until_stock_runs_out():
     d = run([r("c", user=3, ms=3), r("a", user=1, ms=1), r("b", user=2, qty=2, ms=2)], state=sale(available=3))
     assert [x.order_id for x in d.accepted] == ["a", "b"]
     assert [(x.order_id, why) for x, why in d.refused] == [("c", STOCK_REFUSAL)]
-    assert d.settle_failed == ["c"] and d.settle_given_back == []
+    assert d.settle_dropped == ["c"] and d.settle_returned == []
 
 
 def test_reservations_decided_before_follow_their_decision_and_take_nothing():
     d = run([r("a"), r("b"), r("c"), r("d"), r("e")],
-            decided={"a": "confirmed", "b": "refused", "c": "failed", "d": "released"})
+            decided={"a": "confirmed", "b": "dropped", "c": "returned", "d": "undone"})
     assert [x.order_id for x in d.accepted] == ["e"]
-    assert (d.confirmed_before, d.failed_before, d.returned_before, d.released) == (["a"], ["b"], ["c"], ["d"])
+    assert (d.confirmed_before, d.dropped_before, d.returned_before, d.undone_before) == (["a"], ["b"], ["c"], ["d"])
     assert sorted(d.settle_confirmed) == ["a", "e"]
-    assert d.settle_failed == ["b"] and sorted(d.settle_given_back) == ["c", "d"]
+    assert d.settle_dropped == ["b"] and sorted(d.settle_returned) == ["c", "d"]
 
 
 def test_a_key_already_used_and_the_per_user_limit_are_refused_with_their_units_back():
@@ -40,7 +40,7 @@ def test_a_key_already_used_and_the_per_user_limit_are_refused_with_their_units_
             keys={(1, "K")}, held={2: 1}, state=sale(limit=3))
     assert [x.order_id for x in d.accepted] == ["b"]
     assert {x.order_id: why for x, why in d.refused} == {"a": KEY_REFUSAL, "c": LIMIT_REFUSAL}
-    assert sorted(d.settle_given_back) == ["a", "c"]
+    assert sorted(d.settle_returned) == ["a", "c"]
 
 
 def test_the_same_key_twice_in_one_batch_makes_one_order():
@@ -79,7 +79,7 @@ def test_a_reservation_of_a_lost_redis_reaching_the_confirm_after_the_rebuild_is
     d = run([old, new], state=sale(available=1, epoch=2))
     assert [x.order_id for x in d.accepted] == ["b"]
     assert [(x.order_id, why) for x, why in d.refused] == [("a", STALE_REFUSAL)]
-    assert d.settle_failed == ["a"] and d.settle_given_back == []
+    assert d.settle_dropped == ["a"] and d.settle_returned == []
     # before any rebuild the same reservation is an order
     assert [x.order_id for x in run([old], state=sale(available=1, epoch=1)).accepted] == ["a"]
 
@@ -87,5 +87,5 @@ def test_a_reservation_of_a_lost_redis_reaching_the_confirm_after_the_rebuild_is
 def test_an_order_of_record_stands_for_the_decision_its_confirm_made():
     assert [order_outcome(status, "") for status in ("PENDING_PAYMENT", "PAID", "CANCELLED", "EXPIRED")] == [
         "confirmed"] * 4
-    assert order_outcome("FAILED", STOCK_REFUSAL) == order_outcome("FAILED", STALE_REFUSAL) == "refused"
-    assert {order_outcome("FAILED", why) for why in (CLOSED_REFUSAL, KEY_REFUSAL, LIMIT_REFUSAL)} == {"failed"}
+    assert order_outcome("FAILED", STOCK_REFUSAL) == order_outcome("FAILED", STALE_REFUSAL) == "dropped"
+    assert {order_outcome("FAILED", why) for why in (CLOSED_REFUSAL, KEY_REFUSAL, LIMIT_REFUSAL)} == {"returned"}

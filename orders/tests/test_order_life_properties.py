@@ -141,7 +141,7 @@ class OrderLife(RuleBasedStateMachine):
         with a, b:
             while True:
                 done = life.order_moves_apply(sku_id=self.sku_id)
-                if not done.sold + done.released:
+                if not done.sold + done.given_back:
                     break
 
     @precondition(lambda self: self.gives)

@@ -126,8 +126,8 @@ def test_list_shows_an_order_still_processing(api, make_sku, make_buyers):
     listed = api(token).get("/api/v1/orders").json()["results"]
     assert {(o["order_id"], o["status"]) for o in listed[:2]} == {(second, "PROCESSING"), (first, "PROCESSING")}
     assert len(listed) == 2  # nobody else's
-    gate.release(sku_id=sku.sku_id, order_id=first)
-    gate.release(sku_id=sku.sku_id, order_id=second)
+    gate.undo(sku_id=sku.sku_id, order_id=first)
+    gate.undo(sku_id=sku.sku_id, order_id=second)
 
 
 # --- Idempotency-Key: opaque, case-sensitive, scoped to the user across SKUs ------------
@@ -221,7 +221,7 @@ def test_a_503_stays_true_when_the_broker_delivers_the_message_after_redis_lost_
         r = buy(api(token), sku.sku_id, "told-503")
     assert r.status_code == 503
     [reservation] = sent
-    redis().delete(redis_keys.sku_keys(sku.sku_id).released)  # Redis forgets the release
+    redis().delete(redis_keys.sku_keys(sku.sku_id).undone)  # Redis forgets the release
     messages.publish_confirms([reservation])  # ... and the broker delivers the stored copy
     marker = reserve_direct(sku.sku_id, user.pk, key="after")
     publish(marker)  # one consumer, in order: once this one is confirmed, the first was handled
@@ -259,7 +259,7 @@ def test_listing_orders_reads_only_the_callers_reservations(api, make_sku, make_
     assert [o["order_id"] for o in listed] == [mine] and listed[0]["status"] == "PROCESSING"
     assert sum(len(call.kwargs["candidates"]) for call in find.call_args_list) == 1
     for r in gate.inflight_entries(sku_id=sku.sku_id):
-        gate.release(sku_id=sku.sku_id, order_id=r.order_id)
+        gate.undo(sku_id=sku.sku_id, order_id=r.order_id)
 
 
 def test_a_retry_while_the_first_request_is_still_publishing_answers_as_that_request_ends(

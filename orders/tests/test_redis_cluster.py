@@ -451,7 +451,7 @@ def sale_with_fault(cluster: Cluster, make_buyers, web, fault, target: Node) -> 
     paused_from = first_503(hit_clicks)
     during = [a for a in paused_during(spared_clicks, paused_from, paused_from + sale.pause) if a[2] == 202]
     assert during, "the spared SKU sold nothing while the other shard paused"
-    released = ReservationDecision.objects.filter(sku_id=hit.sku_id, outcome="released").count()
+    released = ReservationDecision.objects.filter(sku_id=hit.sku_id, outcome="undone").count()
     print(f"{fault.__name__}: {sale.hit.sku_id} on {target.name} paused {sale.pause:.2f} s "
           f"(fault to first 202 {first_sale_after(hit_clicks, sale.fault_at):.2f} s; "
           f"{len(hit_503)} answers 503, {released} takes undone and recorded released); "

@@ -109,7 +109,7 @@ def test_a_slow_backlog_is_republished_once_per_deadline_in_bounded_messages(mak
     sizes = [len(json.loads(b)["r"]) for b in bodies]
     assert max(sizes) == 50 and sum(sizes) == 420
     for oid in ids:
-        gate.release(sku_id=sku.sku_id, order_id=oid)
+        gate.undo(sku_id=sku.sku_id, order_id=oid)
 
 
 def test_an_ended_sku_with_reservations_in_flight_is_still_swept(make_sku, make_buyers, live_db):
@@ -127,4 +127,4 @@ def test_an_ended_sku_with_reservations_in_flight_is_still_swept(make_sku, make_
     with mock.patch("inventory.messages.publish_confirms") as sent:
         assert orphans_recover(sku_ids=[sku.sku_id, idle.sku_id], ahead_s=15).republished == [res.order_id]
     assert res.order_id in [r.order_id for call in sent.call_args_list for r in call.args[0]]
-    gate.release(sku_id=sku.sku_id, order_id=res.order_id)
+    gate.undo(sku_id=sku.sku_id, order_id=res.order_id)

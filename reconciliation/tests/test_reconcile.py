@@ -101,7 +101,7 @@ def test_a_failed_order_still_in_flight_counts_as_in_flight(make_sku, make_buyer
     m = services.sku_measure(sku_id=sku.sku_id)
     assert (m.in_flight, m.redis_available, m.expected) == (1, 2, -1)
     # the settle does not give the unit back (Redis was above the truth) and the drift is real: 2 over
-    gate.settle(sku_id=sku.sku_id, confirmed=[], failed=[res.order_id])
+    gate.settle(sku_id=sku.sku_id, confirmed=[], dropped=[res.order_id])
     assert services.sku_measure(sku_id=sku.sku_id).drift == 2
 
 

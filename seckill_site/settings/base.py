@@ -248,7 +248,7 @@ SECKILL_PUBLISH_BUDGET_MS = env_int("SECKILL_PUBLISH_BUDGET_MS", 2000)
 SECKILL_ORPHAN_SWEEP_CAP = env_int("SECKILL_ORPHAN_SWEEP_CAP", 2000)
 SECKILL_ORPHAN_MAX_WAIT_SECONDS = env_int("SECKILL_ORPHAN_MAX_WAIT_SECONDS", 300)
 # Lifetimes of the Redis markers (docs/architecture.md, "state stays bounded"):
-# - applied gives/freezes/repairs and released reservations: the longest
+# - applied gives/freezes/repairs and undone reservations: the longest
 #   redelivery we guard against in Redis (MySQL holds the durable record);
 # - done (confirmed and settled): only the web's ambiguous-publish check and
 #   quick redeliveries need it, MySQL answers the rest;

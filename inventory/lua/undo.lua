@@ -1,15 +1,17 @@
---[[ release: undo a reservation whose confirm message could not be published.
+--[[ undo: a request takes back its own reservation, whose confirm message could
+not be published.
 KEYS[1] stock  KEYS[2] buyers  KEYS[3] inflight  KEYS[4] idem  KEYS[5] idem-age
-KEYS[6] due    KEYS[7] claims  KEYS[8] done      KEYS[9] released (marker zset)
+KEYS[6] due    KEYS[7] holds (stored as claims)  KEYS[8] done
+KEYS[9] undone (marker zset, stored as released)
 (all seckill:{sku}:...)
-ARGV[1] order id  ARGV[2] lifetime of a released marker (ms)
-Returns 1 RELEASED: stock, buyer count and idempotency record given back;
-        0 NOTHING: Redis does not hold it (never reserved, released before, or lost);
-        2 HELD: a confirm consumer holds it (claim.lua), so the order goes on;
+ARGV[1] order id  ARGV[2] lifetime of an undone marker (ms)
+Returns 1 UNDONE: stock, buyer count and idempotency record given back;
+        0 NOTHING: Redis does not hold it (never reserved, undone before, or lost);
+        2 HELD: a confirm consumer holds it (hold.lua), so the order goes on;
         3 DONE: it is already confirmed in MySQL.
 ]]
 if #KEYS ~= 9 or #ARGV ~= 2 then
-  return redis.error_reply('release: expects 9 keys and 2 args')
+  return redis.error_reply('undo: expects 9 keys and 2 args')
 end
 local oid = ARGV[1]
 if redis.call('HEXISTS', KEYS[7], oid) == 1 then return 2 end
@@ -21,7 +23,7 @@ redis.call('HDEL', KEYS[3], oid)
 redis.call('ZREM', KEYS[6], oid)
 redis.call('HINCRBY', KEYS[1], 'available', qty)
 redis.call('HINCRBY', KEYS[1], 'inflight', -qty)
-buyer_release(KEYS[2], user, qty)
+buyer_count_down(KEYS[2], user, qty)
 idem_forget(KEYS[4], KEYS[5], user, key, oid)
 marker_add(KEYS[9], oid, now_ms(), tonumber(ARGV[2]))
 return 1
