@@ -17,22 +17,27 @@ What this adds to the plain `granian` command:
   exits when a worker it respawned dies again within 5.5 s, which would turn
   two kills in a row into a web tier that is gone; here it waits a second and
   replaces it again;
+- one listening socket, opened by the main process and inherited by every
+  worker, so connections wait while no worker is up;
 - a worker whose main process was killed outright stops (the kernel tells
   it), instead of serving on with nobody to replace or stop it;
 - threads sized for the bounded backlog (core.admission), so the excess is
   answered 503 by the process rather than queued where nothing sees it;
 - a start refused when its processes could open more MySQL connections than
   MariaDB allows (seckill_site/capacity.py).
+
+granian's internals that this needs are used in seckill_site/adapters/granian.py
+only, which refuses a granian it was not written for.
 """
 from __future__ import annotations
 
-import logging
 import socket
 import sys
 import threading
 import time
 
 from seckill_site import webserver
+from seckill_site.adapters import granian as granian_adapter
 
 DEFAULT_TARGET = "seckill_site.wsgi:application"
 # Two deaths of one worker closer than this are a crash loop: slow it down.
@@ -40,54 +45,22 @@ CRASH_LOOP_S = 5.5
 CRASH_LOOP_PAUSE_S = 1.0
 MAIN_PID_VARIABLE = "SECKILL_WEB_MAIN_PID"
 
-logger = logging.getLogger("_granian")  # granian's own: configured by it, printed with its lines
+logger = granian_adapter.logger  # lines written with granian's own
 
 
-def server_class():
-    from granian.server.mp import MPServer
+class Server(granian_adapter.Server):
+    """granian's process server, with the replacement rule above."""
 
-    class Server(MPServer):
-        """granian's process server, with the replacement rule above."""
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._last_respawn: dict[int, float] = {}
 
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self._last_respawn: dict[int, float] = {}
-
-        def _init_shared_socket(self):
-            # On Linux granian lets each worker bind its own SO_REUSEPORT
-            # socket: while every worker is down (a web-kill, a deploy) a
-            # client is refused, and the connections queued at a worker that
-            # dies are reset unless net.ipv4.tcp_migrate_req=1. One socket
-            # opened here and inherited by the workers (granian's own path on
-            # other systems) keeps them queued until a worker takes them, as
-            # gunicorn's arbiter does.
-            from granian.net import SocketSpec
-
-            self._shd = SocketSpec(self.bind_addr, self.bind_port, self.backlog).build()
-            self._sfd = self._shd.get_fd()
-            self._ssp = None
-            self._sso = socket.socket(fileno=self._sfd)
-            self._sso.set_inheritable(True)
-
-        def _respawn_workers(self, workers, spawn_target, target_loader, delay: float = 0):
-            for idx in workers:
-                if 0 <= idx < len(self.wrks):
-                    pid = self.wrks[idx].inner.pid
-                    if pid:
-                        webserver.metrics_worker_gone(pid)
-                if time.monotonic() - self._last_respawn.get(idx, -CRASH_LOOP_S) < CRASH_LOOP_S:
-                    time.sleep(CRASH_LOOP_PAUSE_S)
-                self._last_respawn[idx] = time.monotonic()
-            super()._respawn_workers(workers, spawn_target, target_loader, delay)
-            # granian's own crash-loop rule reads this to exit the server
-            self.respawned_wrks.clear()
-
-    return Server
-
-
-class _ThreadCountNotice(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Configuration allows spawning up to")
+    def worker_replacing(self, idx: int, pid: int | None) -> None:
+        if pid:
+            webserver.metrics_worker_gone(pid)
+        if time.monotonic() - self._last_respawn.get(idx, -CRASH_LOOP_S) < CRASH_LOOP_S:
+            time.sleep(CRASH_LOOP_PAUSE_S)
+        self._last_respawn[idx] = time.monotonic()
 
 
 def build(target: str = DEFAULT_TARGET):
@@ -95,7 +68,7 @@ def build(target: str = DEFAULT_TARGET):
     from granian.http import HTTP1Settings
 
     host, _, port = webserver.BIND.rpartition(":")
-    server = server_class()(
+    server = Server(
         target,
         address=host or "127.0.0.1",
         port=int(port),
@@ -115,7 +88,7 @@ def build(target: str = DEFAULT_TARGET):
     )
     # granian warns when threads outnumber cores; here most of them wait (the
     # gate's queue) or write refusals, by design: say that instead
-    logging.getLogger("_granian").addFilter(_ThreadCountNotice())
+    granian_adapter.thread_count_notice_silence()
     logger.info("%d threads per worker process: %d run requests, up to %d wait for one, %d serve the probes "
                 "(%d each), %d answer the rest", webserver.THREADS, webserver.SLOTS, webserver.QUEUE,
                 webserver.PROBES * webserver.PROBE_SLOTS, webserver.PROBE_SLOTS, webserver.REFUSAL_THREADS)
@@ -138,17 +111,15 @@ def load_in_worker(target: str):
     import os
     import signal
 
-    from granian._internal import load_target
-
     main_pid = int(os.environ.get(MAIN_PID_VARIABLE) or os.getppid())
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     if os.getppid() != main_pid:
         sys.exit(1)  # the main process died before the line above: nobody would tell us
     # The signal can land while granian is still setting the worker up, where
-    # its shutdown may never start (seen once in CI: the worker lived on); so a
-    # watch of our own ends the process once the graceful time is over.
+    # its shutdown may never start; so a watch of our own ends the process
+    # once the graceful time is over.
     threading.Thread(target=_orphan_watch, args=(main_pid,), name="orphan-watch", daemon=True).start()
-    return load_target(target)
+    return granian_adapter.load_target(target)
 
 
 def _orphan_watch(main_pid: int) -> None:

@@ -5,35 +5,22 @@ Two Django handlers share the process: the REST API (`/api/v1/...`) runs
 through API_MIDDLEWARE, the rest of the site (admin, reports, schema) through
 MIDDLEWARE. The API is token-authenticated JSON: sessions, CSRF, messages,
 frame options, the admin's login lockout and static files do nothing for it,
-and on the sold-out click they cost about a sixth of the web CPU (docs/benchmark.md,
-"The cost of a click").
+and they cost the hottest click CPU (measured in docs/benchmark.md, "The cost
+of a click"). Django has no setting for a second chain: the handler that
+builds one is in seckill_site/adapters/django.py.
 """
 import os
 
 from django.conf import settings
-from django.core.handlers.wsgi import WSGIHandler
 from django.core.wsgi import get_wsgi_application
 
 from core import admission, client, connections
 from seckill_site import webserver
+from seckill_site.adapters.django import MiddlewareChainHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "seckill_site.settings.local")
 
 API_PREFIX = "/api/v1/"
-
-
-class ApiHandler(WSGIHandler):
-    """A Django handler whose middleware chain is settings.API_MIDDLEWARE."""
-
-    def load_middleware(self, is_async=False):
-        # Django builds the chain from settings.MIDDLEWARE; this runs once, at
-        # start-up, before any request is served.
-        site_middleware = settings.MIDDLEWARE
-        settings.MIDDLEWARE = settings.API_MIDDLEWARE
-        try:
-            super().load_middleware(is_async)
-        finally:
-            settings.MIDDLEWARE = site_middleware
 
 
 # The probes skip the gate: under a flood of purchases the health check and a
@@ -59,7 +46,7 @@ class Application:
 
     def __init__(self):
         self.site = get_wsgi_application()  # also sets Django up
-        self.api = ApiHandler()
+        self.api = MiddlewareChainHandler(settings.API_MIDDLEWARE)
         self.gate = admission.Gate(slots=webserver.SLOTS, queue=webserver.QUEUE, wait_s=webserver.QUEUE_WAIT_S)
         self.probes = {path: admission.Gate(slots=webserver.PROBE_SLOTS, queue=0, wait_s=0)
                        for path in (HEALTH_PATH, METRICS_PATH)}

@@ -1,0 +1,235 @@
+"""seckill_site/adapters: each library's internals in one module, written for
+stated versions. Each adapter refuses at import a version it was not written
+for, accepts the one requirements.txt pins, and the private names it uses are
+still there on the installed library, so an upgrade that moves one fails here
+and not in a launch. What the adapters do is tested where it matters:
+test_web_server.py (granian), test_broker.py (Celery), test_wsgi.py (Django)."""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from seckill_site import adapters
+from seckill_site.adapters import celery as celery_adapter
+from seckill_site.adapters import django as django_adapter
+from seckill_site.adapters import granian as granian_adapter
+
+ROOT = Path(__file__).resolve().parents[2]
+ADAPTERS = {"granian": granian_adapter, "celery": celery_adapter, "django": django_adapter}
+EVERY_LIBRARY = [(name, dist) for name, module in ADAPTERS.items() for dist in module.WRITTEN_FOR]
+
+
+def fresh(name: str):
+    """The adapter's module run again from its file, as an import would run it
+    (sys.modules keeps the one the project uses)."""
+    spec = importlib.util.find_spec(f"seckill_site.adapters.{name}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pins() -> dict[str, str]:
+    found = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        m = re.match(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==(\S+)", line.strip())
+        if m:
+            found[m.group(1).lower()] = m.group(2)
+    return found
+
+
+@pytest.mark.parametrize("name,distribution", EVERY_LIBRARY)
+def test_an_adapter_refuses_at_import_a_version_it_was_not_written_for(monkeypatch, name, distribution):
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda dist: "99.0.1" if dist.lower() == distribution.lower() else real(dist))
+    with pytest.raises(adapters.UnknownVersion) as refused:
+        fresh(name)
+    message = str(refused.value)
+    assert f"{distribution} 99.0.1 is installed" in message
+    assert f"seckill_site/adapters/{name}.py" in message  # the file to review
+    assert "WRITTEN_FOR" in message
+
+
+@pytest.mark.parametrize("name,distribution", EVERY_LIBRARY)
+def test_an_adapter_is_written_for_the_version_requirements_txt_pins(name, distribution):
+    pinned = pins()[distribution.lower()]
+    assert pinned in ADAPTERS[name].WRITTEN_FOR[distribution], (
+        f"requirements.txt pins {distribution} {pinned}: review seckill_site/adapters/{name}.py for it")
+    assert importlib.metadata.version(distribution) == pinned  # the environment is the pinned one
+    assert fresh(name).WRITTEN_FOR == ADAPTERS[name].WRITTEN_FOR  # and the import accepts it
+
+
+# The names only an adapter may use; anywhere else in the code they are
+# another library's internals out of sight of these tests.
+PRIVATE_NAMES = ["_respawn_workers", "_init_shared_socket", "respawned_wrks", "granian._internal",
+                 '"_granian"', "_producer_pool", "._pool", "DelayedDelivery", "delayed_delivery",
+                 "settings.MIDDLEWARE ="]
+
+
+def test_no_module_outside_the_adapters_uses_their_private_names():
+    skipped = {".venv", "var", "tests", "adapters", "node_modules"}
+    found = []
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if skipped & set(rel.parts):
+            continue
+        text = path.read_text()
+        found += [f"{rel}: {name}" for name in PRIVATE_NAMES if name in text]
+    assert not found, found
+
+
+# --- granian -------------------------------------------------------------------
+
+def _server(port: int = 0):
+    return granian_adapter.Server("os.path:join", address="127.0.0.1", port=port, workers=1)
+
+
+def test_granian_still_has_what_the_server_adapter_replaces_and_reads():
+    from granian.server.common import AbstractServer
+    from granian.server.mp import MPServer, WorkerProcess
+
+    assert list(inspect.signature(MPServer._respawn_workers).parameters) == [
+        "self", "workers", "spawn_target", "target_loader", "delay"]
+    assert list(inspect.signature(MPServer._init_shared_socket).parameters) == ["self"]
+    server = _server()
+    assert isinstance(server.respawned_wrks, dict) and isinstance(server.wrks, list)
+    assert (server.bind_addr, server.bind_port, server.backlog) == ("127.0.0.1", 0, 1024)
+    # its crash-loop exit reads the record the adapter clears
+    assert "self.respawned_wrks" in inspect.getsource(AbstractServer._serve_loop)
+    # each worker is handed the socket the adapter opens, and a worker's process is .inner
+    assert "self._sso" in inspect.getsource(MPServer._spawn_worker)
+    assert WorkerProcess(parent=server, idx=0, target=print, args=()).inner.pid is None
+    # the logger the launcher writes to is granian's own, and so is the warning it drops
+    from granian.log import logger
+
+    assert granian_adapter.logger is logger
+    assert granian_adapter.THREAD_COUNT_NOTICE in inspect.getsource(MPServer.serve)
+
+
+def test_the_granian_server_binds_one_inheritable_socket_for_its_workers_and_granian_closes_it():
+    import os
+
+    server = _server()
+    server._init_shared_socket()
+    try:
+        assert server._ssp is None  # no per-worker socket to build (granian's Linux default)
+        assert server._sso.fileno() == server._sfd and os.get_inheritable(server._sfd)
+        assert server._sso.getsockname()[0] == "127.0.0.1" and server._sso.getsockname()[1] > 0
+    finally:
+        server._drop_shared_socket()  # granian's own, reading the attribute by its name
+    assert server._sso is None
+
+
+def test_a_granian_replacement_is_heard_of_and_never_counted_towards_granians_crash_loop(monkeypatch):
+    from granian.server.common import AbstractServer
+
+    heard, replaced = [], []
+    server = _server()
+
+    def respawn(self, workers, spawn_target, target_loader, delay=0):
+        replaced.extend(workers)
+        self.respawned_wrks.update({idx: 1.0 for idx in workers})
+
+    monkeypatch.setattr(AbstractServer, "_respawn_workers", respawn)  # granian's: it starts processes
+    monkeypatch.setattr(server, "worker_replacing", lambda idx, pid: heard.append((idx, pid)))
+    server._respawn_workers([0], None, None)
+    assert heard == [(0, None)] and replaced == [0]  # no worker started yet: no pid
+    assert server.respawned_wrks == {}
+
+
+def test_granians_loader_gives_the_callable_named():
+    import os.path
+
+    assert granian_adapter.load_target("os.path:join") is os.path.join
+
+
+# --- Celery --------------------------------------------------------------------
+
+def test_celery_still_has_the_step_and_the_pools_the_adapter_drops():
+    from celery import Celery
+    from celery.worker.consumer import Consumer
+
+    assert celery_adapter.DELAYED_DELIVERY_STEP in Consumer.Blueprint.default_steps
+    assert celery_adapter.DELAYED_DELIVERY_STEP not in celery_adapter.TaskConsumer.Blueprint.default_steps
+    assert len(celery_adapter.TaskConsumer.Blueprint.default_steps) == len(Consumer.Blueprint.default_steps) - 1
+    app = Celery("adapter-probe", broker="amqp://guest:guest@127.0.0.1:5672//", set_as_current=False)
+    pool, producers = app.pool, app.producer_pool  # lazy: nothing connects
+    assert app._pool is pool and app.amqp._producer_pool is producers
+    celery_adapter.broker_pools_forget(app)
+    assert app.pool is not pool and app.producer_pool is not producers
+
+
+def test_a_celery_without_the_delayed_delivery_step_is_refused_at_import(monkeypatch):
+    from celery.worker.consumer import Consumer
+
+    steps = [s for s in Consumer.Blueprint.default_steps if s != celery_adapter.DELAYED_DELIVERY_STEP]
+    monkeypatch.setattr(Consumer.Blueprint, "default_steps", steps)
+    with pytest.raises(RuntimeError, match="has no step celery.worker.consumer.delayed_delivery"):
+        fresh("celery")
+
+
+def test_a_refused_publish_is_told_from_other_failures_raised_or_wrapped_by_kombu():
+    from amqp.exceptions import MessageNacked
+    from kombu.exceptions import OperationalError
+
+    assert celery_adapter.is_refused_publish(MessageNacked())
+    try:
+        try:
+            raise MessageNacked()
+        except MessageNacked as exc:
+            raise OperationalError("refused") from exc
+    except OperationalError as wrapped:
+        assert celery_adapter.is_refused_publish(wrapped)
+    assert not celery_adapter.is_refused_publish(OperationalError("connection refused"))
+    assert not celery_adapter.is_refused_publish(ConnectionError())
+
+
+# --- Django --------------------------------------------------------------------
+
+def test_django_still_builds_a_handlers_chain_from_the_setting_once():
+    from django.core.handlers.base import BaseHandler
+    from django.core.handlers.wsgi import WSGIHandler
+
+    assert list(inspect.signature(BaseHandler.load_middleware).parameters) == ["self", "is_async"]
+    assert "settings.MIDDLEWARE" in inspect.getsource(BaseHandler.load_middleware)
+    assert "self.load_middleware()" in inspect.getsource(WSGIHandler.__init__)
+
+
+def test_a_handler_runs_the_chain_it_was_given_and_the_setting_is_left_as_it_was():
+    from wsgiref.util import setup_testing_defaults
+
+    site_chain = list(settings.MIDDLEWARE)
+    assert "django.middleware.security.SecurityMiddleware" in site_chain
+    handler = django_adapter.MiddlewareChainHandler(["django.middleware.clickjacking.XFrameOptionsMiddleware"])
+    assert settings.MIDDLEWARE == site_chain
+    environ = {"PATH_INFO": "/no-such-page/", "REQUEST_METHOD": "GET", "HTTP_HOST": "localhost"}
+    setup_testing_defaults(environ)
+    seen = {}
+    response = handler(environ, lambda status, headers, exc_info=None: seen.update(status=status,
+                                                                                  headers=dict(headers)))
+    response.close()
+    assert seen["status"].startswith("404")
+    assert seen["headers"].get("X-Frame-Options") == "DENY"  # the chain given ran
+    assert "X-Content-Type-Options" not in seen["headers"]  # the site's SecurityMiddleware did not
+
+
+def test_the_adapters_import_no_project_module_but_their_own_package():
+    """An adapter knows its library and nothing of the project: what it
+    relies on is all in its own file."""
+    import ast
+
+    project = {"core", "accounts", "inventory", "orders", "reconciliation", "seckill_site", "testsupport"}
+    offenders = []
+    for path in (ROOT / "seckill_site" / "adapters").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.name}: {n}" for n in names
+                          if n.split(".")[0] in project and n != "seckill_site.adapters"]
+    assert not offenders, offenders
