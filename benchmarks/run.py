@@ -60,7 +60,7 @@ web tier of its own for the sale and of the worker; the SKUs drawn so every
 partition and every master holds one, the same layout for both; drain_rate_1,
 drain_rate_n; on code without partitions only the first, partitions=1); every
 unit and order of every SKU checked in both stores. The last line is the
-key=value summary of API.md.
+key=value summary line of the contract (docs/contract.md).
 
 --cluster runs the same on the local Redis Cluster (bash scripts/cluster: the
 one on 7000, or on SECKILL_REDIS_CLUSTER_BASE; --cluster-url names another).

@@ -103,9 +103,9 @@ def idle():
         gate.resume()
 
 
-# The contract's 503 body (API.md: "503 `unavailable` ... means nothing was
-# taken"), built once: a refusal must cost next to nothing, or the flood it
-# sheds would still eat the process.
+# The contract's 503 body (`unavailable`: nothing was taken;
+# (docs/contract.md, "Rules a client can rely on")), built once: a refusal must
+# cost next to nothing, or the flood it sheds would still eat the process.
 REFUSAL_STATUS = "503 Service Unavailable"
 REFUSAL_BODY = json.dumps({"code": "unavailable",
                            "detail": "The server is at capacity; nothing was taken. Retry shortly."},

@@ -1,6 +1,7 @@
 """Domain errors: each carries its code, its HTTP status and its data. One DRF
 exception handler (core.exception_handler) turns them into the
-`{"code", "detail", ...data}` bodies of API.md, and logs what they carry."""
+`{"code", "detail", ...data}` bodies of the contract (docs/contract.md), and
+logs what they carry."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,4 @@
-"""Maps every API error to the `{"code", "detail"}` body of API.md.
+"""Maps every API error to the contract's `{"code", "detail"}` body (docs/contract.md).
 
 A domain error carries its code, status and data. A store being down (MySQL,
 Redis, the broker) is 503 `unavailable`, which promises that nothing was taken;

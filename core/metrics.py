@@ -26,7 +26,7 @@ MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 # (registering them too would export them twice).
 _registry: CollectorRegistry | None = None if MULTIPROCESS else CollectorRegistry()
 
-# The outcomes a purchase can have, by the error code of API.md ("accepted" and
+# The outcomes a purchase can have, by the contract's error code ("accepted" and
 # "replayed" are the 202s: a new reservation, and a retry of one already made).
 OUTCOMES = ("accepted", "replayed", "sold_out", "limit_reached", "throttled", "unavailable")
 OTHER = "error"  # every other code: invalid input, auth, not found, not on sale, internal
@@ -47,7 +47,7 @@ _clock = time.perf_counter
 
 
 def purchase_observed(*, outcome: str, started: float) -> None:
-    """Count one purchase answer by its outcome (a code of API.md, or
+    """Count one purchase answer by its outcome (a code of the contract, or
     "accepted"/"replayed") and its time since `started` (time.perf_counter())."""
     _observe(_clock() - started)
     _by_outcome.get(outcome, _other).inc()

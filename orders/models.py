@@ -46,7 +46,7 @@ class Order(models.Model):
                               default=Status.PROCESSING)
     # NULL only for an order refused because the same key already made another
     # order (possible only after Redis lost its idempotency records).
-    # Binary collation: a key is an opaque, case-sensitive string (API.md), and
+    # Binary collation: a key is an opaque, case-sensitive string (the contract), and
     # MySQL must compare it exactly as Redis does.
     idempotency_key = models.CharField(verbose_name=_("idempotency key"), max_length=64, null=True, blank=True,
                                        db_collation="utf8mb4_bin")

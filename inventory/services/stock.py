@@ -1,5 +1,6 @@
 """Stock moves in MySQL: the confirm's take, and the ops moves (freeze, unfreeze,
-restock, write-off). Takes start in Redis, gives start in MySQL (DESIGN.md)."""
+restock, write-off). Takes start in Redis, gives start in MySQL
+(docs/architecture.md, "Take in Redis, give in MySQL")."""
 from __future__ import annotations
 
 import logging

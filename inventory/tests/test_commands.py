@@ -1,4 +1,4 @@
-"""The management commands of API.md: create_sku, warm_stock, create_buyers."""
+"""The contract's management commands (docs/contract.md): create_sku, warm_stock, create_buyers."""
 from __future__ import annotations
 
 import io

@@ -1,4 +1,4 @@
-"""Bad input gets the 4xx and code of API.md, and takes nothing."""
+"""Bad input gets the 4xx and code of the contract (docs/contract.md), and takes nothing."""
 from __future__ import annotations
 
 import pytest

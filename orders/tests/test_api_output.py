@@ -9,7 +9,7 @@ from orders.api.output import order_body
 from orders.models import Order
 from orders.selectors import VIEW_FIELDS, OrderView
 
-# The answer as API.md documents it: unchanged by deriving it.
+# The answer as the contract (docs/contract.md) documents it: unchanged by deriving it.
 CONTRACT = ["order_id", "sku_id", "quantity", "status", "created_at", "expires_at", "confirmed_at", "paid_at",
             "closed_at", "failure_reason", "amount", "currency"]
 

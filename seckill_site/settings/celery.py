@@ -90,7 +90,8 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Every publisher waits for RabbitMQ's confirm, the purchase path included, so
-# an accepted reservation lives in two places before its 202 (DESIGN.md).
+# an accepted reservation lives in two places before its 202
+# (docs/architecture.md, "Messages").
 # SECKILL_WEB_PUBLISH_CONFIRM=0 skips it on the purchase path (a measurement
 # only: the in-flight record in Redis is then the only copy for a moment).
 CELERY_BROKER_TRANSPORT_OPTIONS = {"confirm_publish": True}

@@ -17,7 +17,7 @@ def _when(raw: str | None, flag: str):
     value = parse_datetime(raw)
     if value is None:
         raise CommandError(f"{flag}: not an ISO 8601 date-time: {raw!r}")
-    # Without an offset, a date-time is in the configured TIME_ZONE (API.md).
+    # Without an offset, a date-time is in the configured TIME_ZONE (the contract).
     return value if timezone.is_aware(value) else timezone.make_aware(value)
 
 
