@@ -121,7 +121,9 @@ def test_the_local_redis_cluster_has_a_password_of_its_own(tmp_path, monkeypatch
     written into each node's config (also 0600) and put into the URL the app,
     the tests and the benchmark get; redis-cli gets it from the environment,
     never as an argument."""
+    import benchmarks.clusters
     from benchmarks.clusters import RedisCluster, redis_cluster
+    from benchmarks.harness import stores
     from seckill_site.settings.env import parse_cluster_credentials, parse_cluster_url
 
     cluster = RedisCluster(7040, directory=tmp_path)
@@ -142,6 +144,8 @@ def test_the_local_redis_cluster_has_a_password_of_its_own(tmp_path, monkeypatch
     assert parse_cluster_credentials(url) == (None, password)
     assert parse_cluster_url(url) == [("127.0.0.1", 7040 + i) for i in range(9)]
     assert RedisCluster(7040, directory=tmp_path).url() == url  # made once, kept
+    monkeypatch.setattr(benchmarks.clusters, "RedisCluster", lambda base: RedisCluster(base, directory=tmp_path))
+    assert stores.cluster_url(7040) == url  # the benchmark's harness reads the same
 
     seen = []
 
