@@ -77,13 +77,6 @@ def redis_start_empty() -> None:
     _wait(redis_ping, 30, "Redis")
 
 
-def redis_restart_empty(down_s: float = 0.0) -> None:
-    """Redis killed and started again without persistence: every key is gone."""
-    redis_stop()
-    time.sleep(down_s)
-    redis_start_empty()
-
-
 def _redis_cli(*args: str) -> str:
     return subprocess.run(["redis-cli", "-p", str(REDIS_PORT), *args], check=True, capture_output=True, text=True,
                           timeout=30).stdout.strip()
