@@ -18,25 +18,111 @@ import argparse
 import os
 import random
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks import run  # noqa: E402  (configures the stores before Django loads)
-from benchmarks import harness, loadgen, wrk  # noqa: E402
-from benchmarks.harness import HOST, order_requests, progress, say  # noqa: E402
+from benchmarks import loadgen, wrk
+from benchmarks.bench import generators, options
+from benchmarks.bench.generators import order_load, run_phase
+from benchmarks.bench.loads import floor_requests, owners_from_mysql, pay_load, tokens_by_user
+from benchmarks.bench.phase import CORES, Phase, median_spread
+from benchmarks.bench.settle import check_sku, settle_life, wait_locked
+from benchmarks.harness import HOST, processes, progress, say, stores
+from benchmarks.harness.load import order_requests
+from benchmarks.harness.processes import Server
 
 PHASES = ("floor", "baseline", "sold out", "selling", "pay")
+SELLING_STOCK = 10 ** 5
 
 
 def spread(values: list[float], fmt: str) -> str:
-    m, lo, hi = run.median_spread(values)
+    m, lo, hi = median_spread(values)
     return f"{m:{fmt}} ({lo:{fmt}}-{hi:{fmt}})"
+
+
+class Sites:
+    """Each server's site and floor, the buyers, and every phase's figures."""
+
+    def __init__(self, servers: list[str], args: argparse.Namespace):
+        self.servers, self.args, self.c, self.secs = servers, args, args.concurrency, args.phase_seconds
+        self.tokens = stores.make_buyers(args.buyers)
+        self.token_of = tokens_by_user(self.tokens)
+        self.sites: dict[str, tuple[int, Server]] = {}
+        self.floors: dict[str, tuple[int, Server]] = {}
+        self.rows: dict[tuple[str, str], list[Phase]] = {(s, p): [] for s in servers for p in PHASES}
+        self.sales: list[tuple[str, str, int, set[str]]] = []
+        self.out = self.warm = ""
+
+    def start(self) -> None:
+        for n, name in enumerate(self.servers):
+            port = 18000 + 20 * n + random.randint(0, 9)
+            self.sites[name] = (port, processes.start_web(port, self.args.web_workers, server=name,
+                                                          log=f"compare-{name}.log",
+                                                          extra={"SECKILL_WEB_QUEUE": str(self.c)}))
+            self.floors[name] = (port + 10, processes.web_server(name, "benchmarks.floor:application", port + 10,
+                                                                 self.args.web_workers, dict(os.environ),
+                                                                 f"compare-{name}-floor.log"))
+        self.out = stores.new_sku(1, limit=10)
+        self.warm = stores.new_sku(10 ** 6)
+        for name, (port, _) in self.sites.items():
+            # warm every process of every server (token records, code paths)
+            loadgen.run(host=HOST, port=port, concurrency=self.c, total_requests=2000,
+                        make_request=order_requests("/api/v1/orders", self.tokens, self.out,
+                                                    key_prefix=f"warm-{name}"))
+
+    def stop(self) -> None:
+        for _, srv in list(self.sites.values()) + list(self.floors.values()):
+            srv.stop()
+
+    def phase(self, name: str, r: int, label: str, port: int, load) -> Phase:
+        self.rows[(name, label)].append(run_phase(label, port, load, concurrency=self.c, seconds=self.secs))
+        say(f"    r{r + 1} {name:<8} " + self.rows[(name, label)][-1].line())
+        return self.rows[(name, label)][-1]
+
+    def one_round(self, name: str, r: int) -> None:
+        """The phases on one server; only the server under test counts as the web tier meanwhile."""
+        port, floor_port, tokens = self.sites[name][0], self.floors[name][0], self.tokens
+        for other, (_, srv) in list(self.sites.items()) + list(self.floors.items()):
+            srv.group = "web" if other == name else "idle web"
+        self.phase(name, r, "floor", floor_port, floor_requests(tokens, key_prefix=f"f{r}{name}"))
+        self.phase(name, r, "baseline", port, order_load("/api/v1/baseline", tokens, self.warm,
+                                                         key_prefix=f"b{r}{name}"))
+        self.phase(name, r, "sold out", port, order_load("/api/v1/orders", tokens, self.out,
+                                                         key_prefix=f"o{r}{name}"))
+        sku = stores.new_sku(SELLING_STOCK, limit=10 ** 6)
+        sell = self.phase(name, r, "selling", port, order_load("/api/v1/orders", tokens, sku, record=True, seed=r,
+                                                               key_prefix=f"s{r}{name}"))
+        wait_locked(sku, len(sell.accepted))
+        owned = sell.owned if sell.owned is not None else owners_from_mysql(sku, sell.accepted, self.token_of)
+        self.phase(name, r, "pay", port, pay_load(owned, seed=r))
+        self.sales.append((name, sku, SELLING_STOCK, sell.accepted))
+
+    def report(self) -> None:
+        say("\n    phase     server    req/s median (min-max)   web CPU ms/req        all servers CPU ms/req")
+        for label in PHASES:
+            for name in self.servers:
+                ps = self.rows[(name, label)]
+                say(f"    {label:<9} {name:<9} {spread([p.rps for p in ps], '.0f'):<24} "
+                    f"{spread([p.cpu_ms['web'] for p in ps], '.2f'):<21} "
+                    f"{spread([p.cpu_ms_all for p in ps], '.2f')}")
+        say("\n    loadgen CPU share, highest per server: " + ", ".join(
+            f"{name} {max(p.loadgen_share for lbl in PHASES for p in self.rows[(name, lbl)]):.0%}"
+            for name in self.servers))
+        shed = {name: sum(p.shed for lbl in PHASES for p in self.rows[(name, lbl)]) for name in self.servers}
+        if any(shed.values()):
+            say(f"    !! refused 503: {shed}")
+
+    def consistent(self) -> bool:
+        say("\n    consistency: the order life settled, every sale in both stores")
+        ok = settle_life([sku for _, sku, _, _ in self.sales])
+        for name, sku, stock, accepted in self.sales:
+            ch = check_sku(sku, stock, accepted, gate=True)
+            ok = ok and ch["ok"]
+            say(f"    {name:<9} " + " ".join(f"{k}={v}" for k, v in ch.items()))
+        return ok
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--servers", default=",".join(harness.WEB_SERVERS))
+    ap.add_argument("--servers", default=",".join(processes.WEB_SERVERS))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--phase-seconds", type=float, default=4.0)
     ap.add_argument("--concurrency", type=int, default=64)
@@ -45,85 +131,29 @@ def main() -> int:
     args = ap.parse_args()
     servers = [s for s in args.servers.split(",") if s]
     for s in servers:
-        if s not in harness.WEB_SERVERS:
+        if s not in processes.WEB_SERVERS:
             ap.error(f"unknown server {s!r}")
-    c, secs = args.concurrency, args.phase_seconds
-    run.GENERATOR[0] = "wrk" if wrk.available() else f"asyncio x{run.CORES}"
-    run.ASYNC_PROCS[0] = run.CORES
+    options.configure(None)
+    generators.CHOICE.name = "wrk" if wrk.available() else f"asyncio x{CORES}"
+    generators.CHOICE.procs = CORES
 
     say("setting up a fresh database seckill_bench, Redis db 5 and queue seckill-bench ...")
-    harness.fresh_stores()
-    tokens = harness.make_buyers(args.buyers)
-    token_of = run.tokens_by_user(tokens)
-    worker = harness.start_worker()
-    sites: dict[str, tuple[int, harness.Server]] = {}
-    floors: dict[str, tuple[int, harness.Server]] = {}
-    rows: dict[tuple[str, str], list[run.Phase]] = {(s, p): [] for s in servers for p in PHASES}
-    sales: list[tuple[str, str, int, set[str]]] = []
+    stores.fresh_stores()
+    sites = Sites(servers, args)
+    worker = processes.start_worker()
     try:
-        for n, name in enumerate(servers):
-            port = 18000 + 20 * n + random.randint(0, 9)
-            sites[name] = (port, harness.start_web(port, args.web_workers, server=name, log=f"compare-{name}.log",
-                                                   extra={"SECKILL_WEB_QUEUE": str(c)}))
-            floors[name] = (port + 10, harness.web_server(name, "benchmarks.floor:application", port + 10,
-                                                          args.web_workers, dict(os.environ),
-                                                          f"compare-{name}-floor.log"))
-        out = harness.new_sku(1, limit=10)
-        warm = harness.new_sku(10 ** 6)
-        for name, (port, _) in sites.items():
-            # warm every process of every server (token records, code paths)
-            loadgen.run(host=HOST, port=port, concurrency=c, total_requests=2000,
-                        make_request=order_requests("/api/v1/orders", tokens, out, key_prefix=f"warm-{name}"))
-        say(f"\n{args.rounds} rounds; in each, every server in turn: {', '.join(PHASES)}; {secs:.0f} s phases, "
-            f"{c} connections, {args.web_workers} web processes, generator {run.GENERATOR[0]}")
+        sites.start()
+        say(f"\n{args.rounds} rounds; in each, every server in turn: {', '.join(PHASES)}; {args.phase_seconds:.0f} s "
+            f"phases, {args.concurrency} connections, {args.web_workers} web processes, generator "
+            f"{generators.CHOICE.name}")
         for r in range(args.rounds):
-            order = servers[r % len(servers):] + servers[:r % len(servers)]
-            for name in order:
+            for name in servers[r % len(servers):] + servers[:r % len(servers)]:
                 progress(f"round {r + 1}/{args.rounds}: {name}")
-                port, floor_port = sites[name][0], floors[name][0]
-                # only the server under test counts as the web tier in this phase
-                for other, (_, srv) in list(sites.items()) + list(floors.items()):
-                    srv.group = "web" if other == name else "idle web"
-
-                def phase(label, p, load, name=name, r=r):
-                    rows[(name, label)].append(run.run_phase(label, p, load, concurrency=c, seconds=secs))
-                    say(f"    r{r + 1} {name:<8} " + rows[(name, label)][-1].line())
-
-                phase("floor", floor_port, run.floor_requests(tokens, key_prefix=f"f{r}{name}"))
-                phase("baseline", port, run.order_load("/api/v1/baseline", tokens, warm, key_prefix=f"b{r}{name}"))
-                phase("sold out", port, run.order_load("/api/v1/orders", tokens, out, key_prefix=f"o{r}{name}"))
-                sku = harness.new_sku(10 ** 5, limit=10 ** 6)
-                phase("selling", port, run.order_load("/api/v1/orders", tokens, sku, record=True, seed=r,
-                                                      key_prefix=f"s{r}{name}"))
-                sell = rows[(name, "selling")][-1]
-                run.wait_locked(sku, len(sell.accepted))
-                owned = sell.owned if sell.owned is not None else run.owners_from_mysql(sku, sell.accepted, token_of)
-                phase("pay", port, run.pay_load(owned, seed=r))
-                sales.append((name, sku, 10 ** 5, sell.accepted))
-
-        say("\n    phase     server    req/s median (min-max)   web CPU ms/req        all servers CPU ms/req")
-        for label in PHASES:
-            for name in servers:
-                ps = rows[(name, label)]
-                say(f"    {label:<9} {name:<9} {spread([p.rps for p in ps], '.0f'):<24} "
-                    f"{spread([p.cpu_ms['web'] for p in ps], '.2f'):<21} "
-                    f"{spread([p.cpu_ms_all for p in ps], '.2f')}")
-        say("\n    loadgen CPU share, highest per server: " + ", ".join(
-            f"{name} {max(p.loadgen_share for lbl in PHASES for p in rows[(name, lbl)]):.0%}" for name in servers))
-        shed = {name: sum(p.shed for lbl in PHASES for p in rows[(name, lbl)]) for name in servers}
-        if any(shed.values()):
-            say(f"    !! refused 503: {shed}")
-
-        say("\n    consistency: the order life settled, every sale in both stores")
-        quiet = run.settle_life([sku for _, sku, _, _ in sales])
-        ok = quiet
-        for name, sku, stock, accepted in sales:
-            ch = run.check_sku(sku, stock, accepted, gate=True)
-            ok = ok and ch["ok"]
-            say(f"    {name:<9} " + " ".join(f"{k}={v}" for k, v in ch.items()))
+                sites.one_round(name, r)
+        sites.report()
+        ok = sites.consistent()
     finally:
-        for _, srv in list(sites.values()) + list(floors.values()):
-            srv.stop()
+        sites.stop()
         worker.stop()
     say(f"\nservers={','.join(servers)} rounds={args.rounds} verdict={'ok' if ok else 'FAIL'}")
     return 0 if ok else 1

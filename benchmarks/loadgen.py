@@ -278,11 +278,44 @@ async def _watchdog(slots: list[_Slot], period: float) -> None:
                 slot.writer.transport.abort()   # the pending read fails at once
 
 
+async def _send(slot: _Slot, payload: bytes, is_head: bool, host: str, port: int, timeout_s: float,
+                retry_stale: bool) -> tuple[float, int, bytes]:
+    """One request on the slot's connection (opened first when it has none, or
+    the server closed the kept-alive one); (started, status, body), status 0 on
+    a transport error. A reused connection found closed before any response
+    byte gets the identical request once more on a fresh one."""
+    retries_left = 1 if retry_stale else 0
+    while True:
+        started = time.perf_counter()
+        slot.due = started + timeout_s
+        slot.expired = False
+        try:
+            if not slot.usable():
+                slot.drop(abort=True)
+                async with asyncio.timeout(timeout_s):
+                    slot.reader, slot.writer = await asyncio.open_connection(host, port)
+                slot.used = 0
+            started, status, resp_body, keep_alive = await _exchange(
+                slot.reader, slot.writer, payload, is_head, slot.used > 0)
+        except _Stale:
+            slot.drop(abort=True)
+            if retries_left and not slot.expired:
+                retries_left -= 1
+                continue
+            return started, 0, b""
+        except _TRANSPORT_ERRORS:
+            slot.drop(abort=True)
+            return started, 0, b""
+        slot.used += 1
+        if not keep_alive or slot.expired:
+            slot.drop(abort=slot.expired)
+        return started, status, resp_body
+
+
 async def _worker(slot: _Slot, plan: _Plan, results: list[Result], host: str, port: int,
                   make_request: MakeRequest, stop_when: Callable[[Result], bool] | None,
                   timeout_s: float, host_value: str, retry_stale: bool, gap_s: float) -> None:
     backoff = 0.0
-    perf = time.perf_counter
     try:
         while True:
             i = plan.claim()
@@ -290,43 +323,13 @@ async def _worker(slot: _Slot, plan: _Plan, results: list[Result], host: str, po
                 return
             method, path, headers, body = make_request(i)
             payload = _encode_request(method, path, headers, body, host_value)
-            is_head = method.upper() == "HEAD"
-
-            retries_left = 1 if retry_stale else 0
-            while True:
-                started = perf()
-                slot.due = started + timeout_s
-                slot.expired = False
-                try:
-                    if not slot.usable():
-                        # Fresh connection, or the server closed the kept-alive one.
-                        slot.drop(abort=True)
-                        async with asyncio.timeout(timeout_s):
-                            slot.reader, slot.writer = await asyncio.open_connection(host, port)
-                        slot.used = 0
-                    started, status, resp_body, keep_alive = await _exchange(
-                        slot.reader, slot.writer, payload, is_head, slot.used > 0)
-                except _Stale:
-                    slot.drop(abort=True)
-                    if retries_left and not slot.expired:
-                        retries_left -= 1
-                        continue
-                    status, resp_body = 0, b""
-                except _TRANSPORT_ERRORS:
-                    slot.drop(abort=True)
-                    status, resp_body = 0, b""
-                else:
-                    slot.used += 1
-                    if not keep_alive or slot.expired:
-                        slot.drop(abort=slot.expired)
-                break
+            started, status, resp_body = await _send(slot, payload, method.upper() == "HEAD", host, port,
+                                                     timeout_s, retry_stale)
             slot.due = 0.0
-
-            res = Result(started, perf(), status, resp_body, i)
+            res = Result(started, time.perf_counter(), status, resp_body, i)
             results.append(res)
             if stop_when is not None and not plan.stopped and stop_when(res):
                 plan.stopped = True
-
             if status:
                 backoff = 0.0
                 delay = gap_s
@@ -336,7 +339,7 @@ async def _worker(slot: _Slot, plan: _Plan, results: list[Result], host: str, po
                 backoff = min(_BACKOFF_MAX, backoff * 2) if backoff else _BACKOFF_FIRST
                 delay = max(backoff, gap_s)
             if delay and plan.deadline is not None:
-                delay = min(delay, plan.deadline - perf())
+                delay = min(delay, plan.deadline - time.perf_counter())
             if not plan.stopped and delay > 0:
                 await asyncio.sleep(delay)
     finally:

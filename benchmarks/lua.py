@@ -42,12 +42,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks import harness  # noqa: E402
-from benchmarks.harness import HOST, progress, say  # noqa: E402
+from benchmarks.harness import HOST, processes, progress, say, stores
 
 DB_NAME = "seckill_lua"
 QUEUE = "seckill-lua"
@@ -72,8 +68,8 @@ class OwnRedis:
             ["redis-server", "--bind", HOST, "--port", str(self.port), "--save", "", "--appendonly", "no",
              "--dir", self.dir, "--daemonize", "no", "--loglevel", "warning", "--logfile", f"{self.dir}/redis.log"],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=harness.die_with_parent())
-        harness.wait_port(self.port, timeout=10)
+            preexec_fn=processes.die_with_parent())
+        processes.wait_port(self.port, timeout=10)
 
     def cpu_seconds(self) -> float:
         rest = open(f"/proc/{self.p.pid}/stat").read().rsplit(")", 1)[1].split()
@@ -124,63 +120,56 @@ def main() -> int:
 
     server = OwnRedis()
     try:
-        harness.configure(db_name=DB_NAME, redis_db=0, queue=QUEUE, redis_url=f"redis://{HOST}:{server.port}/0")
+        stores.configure(db_name=DB_NAME, redis_db=0, queue=QUEUE, redis_url=f"redis://{HOST}:{server.port}/0")
         say(f"a redis-server of its own on {HOST}:{server.port} (nothing else on it), database {DB_NAME} ...")
-        harness.fresh_stores()
+        stores.fresh_stores()
         return measure(server, args)
     finally:
         server.stop()
 
 
-def measure(server: OwnRedis, args) -> int:
-    from core.redis import redis
+def _skus_checked() -> tuple[str, str]:
+    """A selling SKU (a stock no run sells out, no per-user limit in reach) and a
+    sold-out one, each checked with the app's own call first: the keys are warm,
+    the script loaded, the answers the expected ones."""
     from inventory.redis import gate
     from inventory.redis.keys import Reserve
-    from inventory.redis.live import live_stock
 
-    selling = harness.new_sku(2 * 10 ** 9, limit=10 ** 9, prefix="LUA-SELL")
-    sold_out = harness.new_sku(0, limit=10, prefix="LUA-OUT")
-    # The app's own call first: the keys are warm, the script loaded, the answers the expected ones.
+    selling = stores.new_sku(2 * 10 ** 9, limit=10 ** 9, prefix="LUA-SELL")
+    sold_out = stores.new_sku(0, limit=10, prefix="LUA-OUT")
     for sku_id, want in ((selling, Reserve.OK), (sold_out, Reserve.SOLD_OUT)):
         got = gate.reserve(sku_id=sku_id, user_id=1, quantity=1, idempotency_key="check", order_id="o-check").code
         if got is not want:
             raise SystemExit(f"reserve on {sku_id}: {got.name}, expected {want.name}")
-    client = redis()
+    return selling, sold_out
 
-    def command(sku_id: str) -> list[str]:
-        call = gate.reserve_call(sku_id=sku_id, user_id=RAND, quantity=1, idempotency_key=f"k{RAND}",
-                                 order_id=f"o{RAND}-{RAND}")
-        if not client.script_exists(call.script.sha)[0]:
-            raise SystemExit("reserve.lua is not loaded under the sha the app computes")
-        return ["EVALSHA", call.script.sha, str(len(call.keys)), *map(str, call.keys), *map(str, call.args)]
 
-    commands = {"selling": command(selling), "sold out": command(sold_out)}
-    say(f"    reserve.lua as the app loads it: sha {commands['selling'][1]}, {commands['selling'][2]} keys; "
-        f"{args.requests} calls per state and round, {args.clients} connections, pipeline {args.pipeline}")
-    rows: dict[str, list[dict]] = {k: [] for k in commands}
-    stock0 = live_stock(sku_id=selling).available
-    for r in range(args.rounds):
-        progress(f"round {r + 1}/{args.rounds}")
-        for name in (commands if r % 2 == 0 else list(commands)[::-1]):
-            calls0, usec0 = evalsha_stats(client)
-            cpu0 = server.cpu_seconds()
-            fig = bench_command(server.port, clients=args.clients, requests=args.requests,
-                                pipeline=args.pipeline, command=commands[name])
-            cpu = server.cpu_seconds() - cpu0
-            calls1, usec1 = evalsha_stats(client)
-            calls = max(1, calls1 - calls0)
-            fig.update(server_us=1e6 * cpu / calls, script_us=(usec1 - usec0) / calls, calls=calls)
-            rows[name].append(fig)
-            say(f"    r{r + 1} {name:<8} {fig['rps']:9.0f} ops/s  p50 {fig['p50_latency_ms']:.3f} ms  "
-                f"p99 {fig['p99_latency_ms']:.3f} ms  server CPU {fig['server_us']:.1f} us/call "
-                f"(inside the script {fig['script_us']:.1f} us)")
-    taken = stock0 - live_stock(sku_id=selling).available
-    made = sum(f["calls"] for f in rows["selling"])
-    # a random collision of buyer and key is a duplicate (nothing taken): a few in a million
-    ok = taken >= 0.99 * made and live_stock(sku_id=sold_out).available == 0
-    say(f"    the selling SKU's stock went down by {taken} for {made} calls; the sold-out SKU still 0: "
-        f"{'ok' if ok else 'NOT the reserve path: see the Redis replies'}")
+def _command(client, sku_id: str) -> list[str]:
+    """EVALSHA of reserve.lua as the app calls it, the buyer, key and order id random per call."""
+    from inventory.redis import gate
 
+    call = gate.reserve_call(sku_id=sku_id, user_id=RAND, quantity=1, idempotency_key=f"k{RAND}",
+                             order_id=f"o{RAND}-{RAND}")
+    if not client.script_exists(call.script.sha)[0]:
+        raise SystemExit("reserve.lua is not loaded under the sha the app computes")
+    return ["EVALSHA", call.script.sha, str(len(call.keys)), *map(str, call.keys), *map(str, call.args)]
+
+
+def _round(server: OwnRedis, client, args, name: str, command: list[str]) -> dict:
+    """One redis-benchmark run of a state's command, with the server's CPU and Redis's own time per call."""
+    calls0, usec0 = evalsha_stats(client)
+    cpu0 = server.cpu_seconds()
+    fig = bench_command(server.port, clients=args.clients, requests=args.requests, pipeline=args.pipeline,
+                        command=command)
+    cpu = server.cpu_seconds() - cpu0
+    calls1, usec1 = evalsha_stats(client)
+    calls = max(1, calls1 - calls0)
+    fig.update(server_us=1e6 * cpu / calls, script_us=(usec1 - usec0) / calls, calls=calls)
+    return fig
+
+
+def _figures(rows: dict[str, list[dict]]) -> dict[str, float]:
+    """Per state, the medians over the rounds (printed) as summary keys."""
     summary: dict[str, float] = {}
     say("\n    state      ops/s median (min - max)      p50 ms   p99 ms   server CPU us/call   "
         "script us/call   one core's ceiling ops/s")
@@ -197,6 +186,35 @@ def measure(server: OwnRedis, args) -> int:
             f"{summary[f'lua_reserve_{key}_p50_ms']:8.3f} {summary[f'lua_reserve_{key}_p99_ms']:8.3f}   "
             f"{us:18.1f}   {statistics.median(f['script_us'] for f in figs):14.1f}   "
             f"{summary[f'lua_reserve_{key}_ceiling']:.0f}")
+    return summary
+
+
+def measure(server: OwnRedis, args) -> int:
+    from core.redis import redis
+    from inventory.redis.live import live_stock
+
+    selling, sold_out = _skus_checked()
+    client = redis()
+    commands = {"selling": _command(client, selling), "sold out": _command(client, sold_out)}
+    say(f"    reserve.lua as the app loads it: sha {commands['selling'][1]}, {commands['selling'][2]} keys; "
+        f"{args.requests} calls per state and round, {args.clients} connections, pipeline {args.pipeline}")
+    rows: dict[str, list[dict]] = {k: [] for k in commands}
+    stock0 = live_stock(sku_id=selling).available
+    for r in range(args.rounds):
+        progress(f"round {r + 1}/{args.rounds}")
+        for name in (commands if r % 2 == 0 else list(commands)[::-1]):
+            fig = _round(server, client, args, name, commands[name])
+            rows[name].append(fig)
+            say(f"    r{r + 1} {name:<8} {fig['rps']:9.0f} ops/s  p50 {fig['p50_latency_ms']:.3f} ms  "
+                f"p99 {fig['p99_latency_ms']:.3f} ms  server CPU {fig['server_us']:.1f} us/call "
+                f"(inside the script {fig['script_us']:.1f} us)")
+    taken = stock0 - live_stock(sku_id=selling).available
+    made = sum(f["calls"] for f in rows["selling"])
+    # a random collision of buyer and key is a duplicate (nothing taken): a few in a million
+    ok = taken >= 0.99 * made and live_stock(sku_id=sold_out).available == 0
+    say(f"    the selling SKU's stock went down by {taken} for {made} calls; the sold-out SKU still 0: "
+        f"{'ok' if ok else 'NOT the reserve path: see the Redis replies'}")
+    summary = _figures(rows)
     say(f"    (ops/s: redis-benchmark on {os.cpu_count()} shared cores, its own CPU beside the server's; the "
         "ceiling: one core's second over the server's CPU per call, what one shard gives one SKU when "
         "Redis has its core to itself. A sold-out click in the app mostly stops at the web tier's "

@@ -61,7 +61,7 @@ def benign(size: int) -> bytes:
 
 
 HOSTILE: dict[str, Callable[[], bytes]] = {
-    # the two bodies of issue 26 (2 s and 0.5-1 s in the scan before it)
+    # the bodies the old guard scanned in quadratic time (docs/benchmark.md, "The body guard")
     "33 [ then a string of 8000 \\\"": lambda: b"[" * 33 + b'"' + b'\\"' * 8000,
     "two strings of 4090 \\\"": lambda: (b'"' + b'\\"' * 4090 + b'"') * 2,
     "strings of \\\" at the bound": lambda: b'["' + b'\\"' * 4096 + b'", "' + b'\\"' * 3900 + b'"]',

@@ -7,7 +7,7 @@ It runs a stack of its own (database seckill_profile, Redis db 11, queue
 seckill-profile, its own port), so it can run beside the benchmark. Each round
 drives the phases with the benchmark's load generators (wrk where no response
 body is needed and wrk is installed, else the asyncio client) and counts the
-CPU the web processes spent per request, from /proc as benchmarks.run does;
+CPU the web processes spent per request, from /proc as the benchmark does;
 those rounds run without the profiler, whose sampling costs the processes it
 reads. Then one more round runs with `py-spy record` attached to every process
 of the web tier, and prints, per phase, the functions with the most samples of
@@ -32,10 +32,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks import harness  # noqa: E402
-from benchmarks.harness import HOST, ROOT, accepted_ids, cpu_delta, cpu_seconds, order_requests, say  # noqa: E402
+from benchmarks import loadgen, wrk
+from benchmarks.harness import HOST, ROOT, processes, say, stores
+from benchmarks.harness.cpu import cpu_delta, cpu_seconds, proc_table, tree
+from benchmarks.harness.load import accepted_ids, order_requests
 
 # A store set of its own, never the benchmark's (seckill_bench, db 5, seckill-bench).
 # Throttling off: the generator's buyers click far faster than 10/s each (and pay faster than 20/s).
@@ -43,12 +43,10 @@ from benchmarks.harness import HOST, ROOT, accepted_ids, cpu_delta, cpu_seconds,
 # has connections, whichever process accepts them: a refusal (a cheap 503)
 # would dilute the cost of a click served, which is what is measured here.
 CONCURRENCY = 64
-harness.configure(db_name="seckill_profile", redis_db=11, queue="seckill-profile",
-                  web_db_user="seckill_profile_web",
-                  extra_env={"SECKILL_THROTTLE_RATE": "0", "SECKILL_ORDER_CALLS_RATE": "0",
-                             "SECKILL_WEB_QUEUE": str(CONCURRENCY)})
-
-from benchmarks import loadgen, wrk  # noqa: E402
+stores.configure(db_name="seckill_profile", redis_db=11, queue="seckill-profile",
+                 web_db_user="seckill_profile_web",
+                 extra_env={"SECKILL_THROTTLE_RATE": "0", "SECKILL_ORDER_CALLS_RATE": "0",
+                            "SECKILL_WEB_QUEUE": str(CONCURRENCY)})
 
 PHASES = ("selling", "soldout", "pay", "floor")
 CPU_KEYS = ("web", "worker", "mariadb", "redis", "rabbitmq")
@@ -64,25 +62,25 @@ class Stack:
 
     def __init__(self, *, server: str, workers: int, concurrency: int, buyers: int):
         say("setting up a fresh database seckill_profile, Redis db 11 and queue seckill-profile ...")
-        harness.fresh_stores()
-        self.tokens = harness.make_buyers(buyers)
+        stores.fresh_stores()
+        self.tokens = stores.make_buyers(buyers)
         self.concurrency = concurrency
         self.port = 17100 + random.randint(0, 199)
         self.floor_port = self.port + 200
-        self.worker = harness.start_worker(log="profile-worker.log")
-        self.web = harness.start_web(self.port, workers, log="profile-web.log", server=server)
+        self.worker = processes.start_worker(log="profile-worker.log")
+        self.web = processes.start_web(self.port, workers, log="profile-web.log", server=server)
         self.floor = None
         self.server, self.workers = server, workers
-        self.sold_out = harness.new_sku(1, limit=10)
+        self.sold_out = stores.new_sku(1, limit=10)
         # Sell it out and warm every process (token records, code paths, the publisher).
         loadgen.run(host=HOST, port=self.port, concurrency=8, total_requests=200,
                     make_request=order_requests("/api/v1/orders", self.tokens, self.sold_out, key_prefix="warm"))
         self.orders: list[tuple[str, str]] = []  # (order id, owner's token) the last selling phase made
         self.round = 0
 
-    def floor_server(self) -> harness.Server:
+    def floor_server(self) -> processes.Server:
         if self.floor is None:
-            self.floor = harness.web_server(self.server, "benchmarks.floor:application", self.floor_port,
+            self.floor = processes.web_server(self.server, "benchmarks.floor:application", self.floor_port,
                                             self.workers, dict(os.environ), "profile-floor.log")
         return self.floor
 
@@ -91,9 +89,9 @@ class Stack:
             if server is not None:
                 server.stop()
 
-    def web_pids(self, server: harness.Server) -> list[int]:
-        table = harness._proc_table()
-        return sorted(harness._tree(table, server.p.pid))
+    def web_pids(self, server: processes.Server) -> list[int]:
+        table = proc_table()
+        return sorted(tree(table, server.p.pid))
 
 
 def drive(stack: Stack, phase: str, seconds: float) -> tuple[dict, str]:
@@ -114,7 +112,7 @@ def drive(stack: Stack, phase: str, seconds: float) -> tuple[dict, str]:
         return loadgen.summarize(results), f"asyncio x{CORES}"
     if phase == "selling":
         # Every 202's body is needed (the orders pay will pay): the asyncio client.
-        sku = harness.new_sku(10 ** 6, limit=10 ** 6)
+        sku = stores.new_sku(10 ** 6, limit=10 ** 6)
         used: dict[int, str] = {}
         results = loadgen.run_procs(processes=CORES, host=HOST, port=stack.port, concurrency=c,
                                     duration_s=seconds, shared=used, timeout_s=30,
@@ -263,7 +261,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5.0, help="per phase")
     ap.add_argument("--rounds", type=int, default=2, help="rounds measured without the profiler")
     ap.add_argument("--no-profile", action="store_true", help="only the measured rounds")
-    ap.add_argument("--server", choices=harness.WEB_SERVERS, default="granian")
+    ap.add_argument("--server", choices=processes.WEB_SERVERS, default="granian")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--concurrency", type=int, default=CONCURRENCY, help="at most SECKILL_WEB_QUEUE")
     ap.add_argument("--buyers", type=int, default=500)

@@ -130,7 +130,7 @@ class Proc:
     def start(self) -> Proc:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         fh = open(self.log, "ab")
-        from benchmarks.harness import die_with_parent
+        from benchmarks.harness.processes import die_with_parent
 
         self.popen = subprocess.Popen(self.args, env=self.env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
                                       start_new_session=True, preexec_fn=die_with_parent())
@@ -305,6 +305,6 @@ def start_proxy(*webs: Proc, name: str = "haproxy", port: int | None = None, tls
 def proxy_servers(proxy: Proc) -> dict[str, str]:
     """HAProxy's view of its web instances: {"web1": "UP", "web2": "DOWN", ...}
     (empty while its runtime API is not up yet); the benchmark's reading."""
-    from benchmarks.harness import proxy_servers as read
+    from benchmarks.harness.processes import proxy_servers as read
 
     return read(proxy)

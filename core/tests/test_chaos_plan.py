@@ -1,6 +1,6 @@
 """The fault matrix's plan and its reading of the RabbitMQ cluster (no servers:
-benchmarks/chaos.py runs the faults themselves, `bash scripts/chaos`)."""
-from benchmarks import chaos, faults
+benchmarks/chaos/ runs the faults themselves, `bash scripts/chaos`)."""
+from benchmarks.chaos import nodes, plan as chaos
 
 
 def test_cluster_quick_plan_has_every_host_fault_alone_with_a_master_kill_and_paired():
@@ -36,7 +36,7 @@ def test_full_cluster_plan_never_pairs_worker_down_with_the_active_worker_kill()
 
 
 def test_consumers_name_their_worker_and_node(monkeypatch):
-    rabbit = faults.RabbitCluster(5687)
+    rabbit = nodes.RabbitNodes(5687)
     listing = [
         {"queue_name": "q.confirm", "channel_pid": "<seckill-5688@localhost.1700000000.123.0>",
          "consumer_tag": "w1@vm/None1", "active": True},

@@ -163,13 +163,13 @@ def test_production_serves_no_benchmark_endpoint():
     local = {"DJANGO_SETTINGS_MODULE": "seckill_site.settings.local"}
     routes, schema = _routes_and_schema(local)
     assert not [r for r in routes if "baseline" in r or "bench" in r], routes  # off unless asked for
-    from benchmarks import harness
+    from benchmarks.bench import options
 
     bench_env = {}
     with pytest.MonkeyPatch.context() as mp:  # what the benchmark's processes run with
         mp.setattr(os, "environ", dict(os.environ))
         mp.setattr(sys, "path", list(sys.path))
-        harness.configure(db_name="seckill_bench", redis_db=0, queue="seckill-bench")
+        options.configure(None)
         bench_env = {k: os.environ[k] for k in ("DJANGO_SETTINGS_MODULE", "SECKILL_BENCH_ENDPOINTS")}
     routes, schema = _routes_and_schema(bench_env)
     assert "api/v1/baseline" in routes and "/api/v1/baseline" in schema, routes
@@ -484,12 +484,11 @@ def _node_address(node: dict) -> str:
     return address.replace(CLUSTER_NET_DEFAULT, "10.253.53")
 
 
-def _cluster_sh(name: str) -> str:
-    import re
+def _local_cluster(name: str) -> str:
+    """A setting of the local Redis Cluster as benchmarks/clusters runs it."""
+    from benchmarks.clusters import redis_cluster
 
-    found = re.search(rf"^{name}=(\d+)$", (ROOT / "scripts/cluster.sh").read_text(), re.M)
-    assert found, f"{name} not in scripts/cluster.sh"
-    return found[1]
+    return str(getattr(redis_cluster, name))
 
 
 def test_cluster_override_runs_nine_durable_nodes_that_stop_writing_when_cut_off():
@@ -517,9 +516,9 @@ def test_cluster_override_runs_nine_durable_nodes_that_stop_writing_when_cut_off
         assert len(opts) == len(cmd) // 2 - 1, f"{name}: an option given twice"
         assert opts["--cluster-enabled"] == "yes" and opts["--cluster-config-file"] == "nodes.conf"
         assert opts["--appendonly"] == "yes" and opts["--appendfsync"] == "everysec", name
-        assert opts["--min-replicas-to-write"] == _cluster_sh("REDIS_CLUSTER_MIN_REPLICAS") != "0", name
-        assert opts["--min-replicas-max-lag"] == _cluster_sh("REDIS_CLUSTER_MAX_LAG"), name
-        assert opts["--cluster-node-timeout"] == _cluster_sh("REDIS_CLUSTER_NODE_TIMEOUT_MS"), name
+        assert opts["--min-replicas-to-write"] == _local_cluster("MIN_REPLICAS") != "0", name
+        assert opts["--min-replicas-max-lag"] == _local_cluster("MAX_LAG"), name
+        assert opts["--cluster-node-timeout"] == _local_cluster("NODE_TIMEOUT_MS"), name
         assert opts["--cluster-require-full-coverage"] == "no", name
         assert opts["--repl-diskless-sync-delay"] == "0", name
         # clients (and MOVED) get a name Docker's DNS resolves, not an address
@@ -579,7 +578,7 @@ def test_cluster_override_forms_three_masters_with_two_replicas_each_once():
     # every node, by its fixed address; with 2 replicas each, nine nodes make 3 masters
     assert [a.replace(CLUSTER_NET_DEFAULT, "10.253.53") for a in cmd[4:]] == [
         f"{_node_address(n)}:6379" for n in nodes.values()]
-    assert len(cmd[4:]) == 3 * (1 + int(_cluster_sh("REDIS_CLUSTER_REPLICAS")))
+    assert len(cmd[4:]) == 3 * (1 + int(_local_cluster("REPLICAS")))
     assert job["depends_on"] == {n: {"condition": "service_healthy"} for n in nodes}
     assert job["environment"]["REDISCLI_AUTH"] == REDIS_PASSWORD_REF  # the password stays out of argv
 

@@ -1,8 +1,10 @@
 """The local scripts keep their secrets: scripts/lib.sh changes MariaDB's root
-only on a server it installed, and logs URLs without passwords; scripts/cluster.sh
-gives the local Redis Cluster a password of its own and writes its config files
-for the owner only. Each runs the script's own function (stand-ins for the
-commands it must not run for real here)."""
+only on a server it installed, and logs URLs without passwords; the local
+clusters' runner (benchmarks/clusters, behind scripts/cluster) gives the Redis
+Cluster a password of its own, hands it to redis-cli through the environment
+only, and writes the config files that hold passwords for the owner only. Each
+runs the script's or the runner's own code (stand-ins for the commands it must
+not run for real here)."""
 from __future__ import annotations
 
 import os
@@ -58,44 +60,80 @@ def test_ensure_mariadb_changes_roots_password_only_on_a_server_it_installed(tmp
 
 
 def test_urls_are_logged_without_their_passwords():
-    out = _lib_sh('without_passwords "amqp://seckill:s3:cr@127.0.0.1:5681//;amqp://seckill:pw@h:5682// '
-                  'redis+cluster://:ab12@127.0.0.1:7000,127.0.0.1:7001 redis://127.0.0.1:6379/0"', ROOT / "scripts")
-    assert out.stdout.strip() == ("amqp://seckill:***@127.0.0.1:5681//;amqp://seckill:***@h:5682// "
-                                  "redis+cluster://:***@127.0.0.1:7000,127.0.0.1:7001 redis://127.0.0.1:6379/0")
-    # every URL scripts/up and scripts/cluster.sh print goes through it
+    urls = ("amqp://seckill:s3:cr@127.0.0.1:5681//;amqp://seckill:pw@h:5682// "
+            "redis+cluster://:ab12@127.0.0.1:7000,127.0.0.1:7001 redis://127.0.0.1:6379/0")
+    hidden = ("amqp://seckill:***@127.0.0.1:5681//;amqp://seckill:***@h:5682// "
+              "redis+cluster://:***@127.0.0.1:7000,127.0.0.1:7001 redis://127.0.0.1:6379/0")
+    out = _lib_sh(f'without_passwords "{urls}"', ROOT / "scripts")
+    assert out.stdout.strip() == hidden
+    from benchmarks.clusters.nodes import without_passwords
+
+    assert without_passwords(urls) == hidden  # the clusters' runner hides them alike (its status line)
+    # every URL scripts/up, scripts/test and scripts/bench print goes through it
     import re
 
-    for script in ("scripts/up", "scripts/cluster.sh"):
+    for script in ("scripts/up", "scripts/test", "scripts/bench", "scripts/cluster.sh"):
         for line in (ROOT / script).read_text().splitlines():
             if re.search(r"(log|echo|printf).*\$\{?(REDIS_URL|CELERY_BROKER_URL)|(log|echo).*_cluster_url\)", line):
                 assert "without_passwords" in line, (script, line)
 
 
-def test_the_local_rabbitmq_config_is_the_owners_only_and_its_user_no_administrator(tmp_path):
-    """rabbitmq_node_write_config under a permissive umask: rabbitmq.conf (the
-    user's password) is 0600 all the same, also when it existed with another mode."""
+def test_the_local_rabbitmq_config_is_the_owners_only_and_its_user_no_administrator(tmp_path, monkeypatch):
+    """A node's config under a permissive umask: rabbitmq.conf (the user's
+    password) is 0600 all the same, also when it existed with another mode; the
+    cluster's user is given no tag (no administrator)."""
+    from benchmarks.clusters import RabbitCluster, rabbitmq_cluster
+
+    monkeypatch.setenv("SECKILL_RABBITMQ_PASSWORD", "not-the-default-7")
+    cluster = RabbitCluster(5690, directory=tmp_path)
     node = tmp_path / "5690"
-    body = (f'source "{ROOT}/scripts/cluster.sh"; RABBITMQ_CLUSTER_DIR="{tmp_path}"; umask 022; '
-            f'mkdir -p "{node}" && : > "{node}/rabbitmq.conf" && chmod 644 "{node}/rabbitmq.conf"; '
-            "rabbitmq_node_write_config 5690")
-    out = _lib_sh(body, ROOT / "scripts", SECKILL_RABBITMQ_PASSWORD="not-the-default-7")
-    assert out.returncode == 0, out.stderr
-    conf = tmp_path / "5690" / "rabbitmq.conf"
-    assert conf.stat().st_mode & 0o777 == 0o600
-    assert (tmp_path / "5690" / "rabbitmq-env.conf").stat().st_mode & 0o777 == 0o600
-    text = conf.read_text()
+    node.mkdir()
+    (node / "rabbitmq.conf").write_text("old\n")
+    (node / "rabbitmq.conf").chmod(0o644)
+    old = os.umask(0o022)
+    try:
+        cluster.write_config(5690)
+    finally:
+        os.umask(old)
+    assert (node / "rabbitmq.conf").stat().st_mode & 0o777 == 0o600
+    assert (node / "rabbitmq-env.conf").stat().st_mode & 0o777 == 0o600
+    text = (node / "rabbitmq.conf").read_text()
     assert "default_pass = not-the-default-7" in text and "default_user_tags.administrator = false" in text
-    assert 'set_user_tags "$RABBITMQ_CLUSTER_USER" >/dev/null' in (ROOT / "scripts/cluster.sh").read_text()
+    assert "listeners.tcp.local = 127.0.0.1:5690" in text
+    assert "NODENAME=seckill-5690@localhost" in (node / "rabbitmq-env.conf").read_text()
+
+    calls = []
+
+    def ctl(port, tool, *args, check=True, timeout=60):
+        calls.append((tool, *args))
+        # the user does not authenticate yet, and adding it works
+        return subprocess.CompletedProcess(args, 1 if args[0] == "authenticate_user" else 0, "", "")
+
+    monkeypatch.setattr(cluster, "ctl", ctl)
+    cluster.ensure_user()
+    assert ("rabbitmqctl", "set_user_tags", "seckill") in calls  # no tag after the name
+    assert ("rabbitmqctl", "set_permissions", "-p", "/", "seckill", ".*", ".*", ".*") in calls
+    assert rabbitmq_cluster.RabbitCluster(5690).url().count("not-the-default-7") == 3
 
 
-def test_the_local_redis_cluster_has_a_password_of_its_own(tmp_path):
-    """scripts/cluster.sh makes one password per cluster (0600, in its directory),
-    writes it into each node's config (also 0600), and puts it into the URL the
-    app, the tests and the benchmark get; the benchmark's harness reads the same."""
-    body = (f'source "{ROOT}/scripts/cluster.sh"; redis_cluster_use 7040; REDIS_CLUSTER_DIR="{tmp_path}"; '
-            f'umask 022; mkdir -p "$(redis_node_dir 7040)"; redis_node_write_config 7040; redis_cluster_url')
-    out = _lib_sh(body, ROOT / "scripts")
-    assert out.returncode == 0, out.stderr
+def test_the_local_redis_cluster_has_a_password_of_its_own(tmp_path, monkeypatch):
+    """One password per cluster (0600, in its directory), made once and kept,
+    written into each node's config (also 0600) and put into the URL the app,
+    the tests and the benchmark get; redis-cli gets it from the environment,
+    never as an argument."""
+    import benchmarks.clusters
+    from benchmarks.clusters import RedisCluster, redis_cluster
+    from benchmarks.harness import stores
+    from seckill_site.settings.env import parse_cluster_credentials, parse_cluster_url
+
+    cluster = RedisCluster(7040, directory=tmp_path)
+    cluster.node_dir(7040).mkdir(parents=True)
+    old = os.umask(0o022)
+    try:
+        cluster.write_config(7040)
+        url = cluster.url()
+    finally:
+        os.umask(old)
     password = (tmp_path / "password").read_text()
     assert len(password) >= 32 and all(c in "0123456789abcdef" for c in password)
     assert (tmp_path / "password").stat().st_mode & 0o777 == 0o600
@@ -103,14 +141,20 @@ def test_the_local_redis_cluster_has_a_password_of_its_own(tmp_path):
     assert conf.stat().st_mode & 0o777 == 0o600
     lines = conf.read_text().splitlines()
     assert f"requirepass {password}" in lines and f"masterauth {password}" in lines
-    from seckill_site.settings.env import parse_cluster_credentials, parse_cluster_url
-
-    url = out.stdout.strip()
     assert parse_cluster_credentials(url) == (None, password)
     assert parse_cluster_url(url) == [("127.0.0.1", 7040 + i) for i in range(9)]
-    again = _lib_sh(body, ROOT / "scripts")
-    assert again.stdout.strip() == url  # made once, kept
-    # redis-cli gets it from the environment, never as an argument
-    text = (ROOT / "scripts/cluster.sh").read_text()
-    assert " -a " not in text and "--pass" not in text
-    assert text.count('REDISCLI_AUTH="$(redis_cluster_password)"') == 3  # redis_cli, create, add-node
+    assert RedisCluster(7040, directory=tmp_path).url() == url  # made once, kept
+    monkeypatch.setattr(benchmarks.clusters, "RedisCluster", lambda base: RedisCluster(base, directory=tmp_path))
+    assert stores.cluster_url(7040) == url  # the benchmark's harness reads the same
+
+    seen = []
+
+    def run(args, env=None, **kwargs):
+        seen.append((args, env))
+        return subprocess.CompletedProcess(args, 0, "PONG\r\n", "")
+
+    monkeypatch.setattr(redis_cluster.subprocess, "run", run)
+    assert cluster.cli(7041, "ping") == "PONG\n"
+    cluster._redis_cli_cluster("create", "127.0.0.1:7040")
+    for args, env in seen:
+        assert password not in " ".join(args) and env["REDISCLI_AUTH"] == password, args

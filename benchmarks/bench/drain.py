@@ -1,0 +1,154 @@
+"""The backlog drain: the worker stopped during a sale, then started; the
+orders confirmed per second from the moment its consumers are up, with one
+confirm partition and with N (drain_rate_1, drain_rate_n)."""
+from __future__ import annotations
+
+import random
+import time
+import uuid
+
+from benchmarks import loadgen
+from benchmarks.bench.phase import CPU_KEYS
+from benchmarks.bench.settle import by_sku, wait_locked_all
+from benchmarks.bench.stack import Bench
+from benchmarks.harness import HOST, processes, progress, say, stores
+from benchmarks.harness.cpu import cpu_delta, cpu_seconds
+from benchmarks.harness.load import accepted_skus, order_requests
+
+
+def partitions_supported() -> bool:
+    """The code has confirm partitions (SECKILL_CONFIRM_PARTITIONS): the benchmark
+    also measures an older checkout, for a before and after."""
+    from inventory import messages
+
+    return hasattr(messages, "partition_of") and hasattr(messages, "confirm_queues")
+
+
+def partition_of(sku_id: str, partitions: int) -> int:
+    """The confirm partition of the SKU among `partitions` (the publisher's
+    own function, under that setting)."""
+    if partitions <= 1:
+        return 0
+    from django.test import override_settings
+
+    from inventory import messages
+
+    with override_settings(SECKILL_CONFIRM_PARTITIONS=partitions):
+        return int(messages.partition_of(sku_id))
+
+
+def backlog_layout(partitions: int, masters: list[str]) -> list[tuple[str, int]]:
+    """(master, partition) of each SKU of a drain: SKU ids drawn until every
+    master and every partition holds one (a SKU joins only when it adds one),
+    so each drain's SKUs spread alike over both."""
+    seen: list[tuple[str, int]] = []
+    masters_left, parts_left = set(masters), set(range(partitions))
+    while masters_left or parts_left:
+        sku_id = f"BENCH-{uuid.uuid4().hex[:8]}"
+        m, k = stores.master_of(sku_id), partition_of(sku_id, partitions)
+        if m in masters_left or k in parts_left:
+            seen.append((m, k))
+            masters_left.discard(m)
+            parts_left.discard(k)
+    return seen
+
+
+def layout_skus(layout: list[tuple[str, int]], partitions: int, stocks: list[int]) -> list[str]:
+    """New SKUs, one for each (master, partition) of the layout (its partitions
+    of `partitions`, whatever the drain runs with), with those stocks."""
+    out = []
+    for (m, k), stock in zip(layout, stocks):
+        for _ in range(100_000):
+            sku_id = f"BENCH-{uuid.uuid4().hex[:8]}"
+            if stores.master_of(sku_id) == m and partition_of(sku_id, partitions) == k:
+                break
+        else:
+            raise SystemExit(f"no SKU id found for {m}, partition {k} of {partitions}")
+        out.append(stores.new_sku(stock, limit=10 ** 6, sku_id=sku_id))
+    return out
+
+
+def _sale_with_worker_down(bench: Bench, partitions: int, skus: list[str]) -> dict[str, set[str]]:
+    """The worker stopped, the SKUs sold out (request i buys skus[i % n]: the sale
+    is over once each answered sold out); with partitions > 1 through a web tier
+    of its own that publishes to as many. The accepted order ids by SKU."""
+    sold_out: set[int] = set()
+
+    def all_sold_out(x) -> bool:
+        if x.status == 409 and b"sold_out" in x.body:
+            sold_out.add(x.index % len(skus))
+        return len(sold_out) == len(skus)
+
+    bench.stack.worker.stop()
+    web, port = None, bench.stack.port
+    if partitions > 1:
+        port = 19500 + random.randint(0, 499)
+        web = processes.start_web(port, bench.args.web_workers, server=bench.args.server, log="bench-web-parts.log",
+                                  extra={"SECKILL_WEB_QUEUE": str(bench.stack.queue), **_env(partitions)})
+    try:
+        res = loadgen.run(host=HOST, port=port, concurrency=bench.sizes.concurrency, timeout_s=30,
+                          make_request=order_requests("/api/v1/orders", bench.tokens, skus,
+                                                      key_prefix=f"backlog{partitions}"),
+                          stop_when=all_sold_out)
+    finally:
+        if web is not None:
+            web.stop()
+    return by_sku(accepted_skus(res), skus)
+
+
+def _env(partitions: int) -> dict[str, str]:
+    """What the publisher and the consumers must agree on."""
+    return {"SECKILL_CONFIRM_PARTITIONS": str(partitions)} if partitions > 1 else {}
+
+
+def backlog_drain(bench: Bench, partitions: int, layout: list[tuple[str, int]], layout_parts: int) -> float:
+    """The worker stopped during a sale of the backlog's units over the layout's
+    SKUs (drawn as the layout says, of `layout_parts` partitions, so the
+    1-partition drain's SKUs sit where the N-partition drain's do), then
+    started with SECKILL_CONFIRM_PARTITIONS: orders confirmed per second from
+    the moment its consumers are up; afterwards the worker runs as before. The
+    SKUs join the run's sales; returns the rate."""
+    from django.test import override_settings
+
+    stocks = stores.split_stock(bench.sizes.backlog_stock, len(layout))
+    skus = layout_skus(layout, layout_parts, stocks)
+    split = _sale_with_worker_down(bench, partitions, skus)
+    accepted = set().union(*split.values())
+    progress(f"{len(accepted)} accepted with the worker down; starting it ({partitions} partitions)")
+    bench.stack.worker = processes.start_worker(wait=False, extra=_env(partitions))
+    with override_settings(SECKILL_CONFIRM_PARTITIONS=partitions):
+        processes.wait_consuming()  # every partition's consumer (where the code has partitions)
+    t0 = time.perf_counter()
+    cpu0 = cpu_seconds()
+    done = wait_locked_all(split, timeout=300)
+    drain_s = time.perf_counter() - t0
+    rate = len(accepted) / drain_s if done else 0.0
+    cpu = cpu_delta(cpu0)
+    say(f"    {partitions} partition{'s' if partitions > 1 else ''}: {len(accepted)} accepted while the worker was "
+        f"down; all confirmed {drain_s:.2f} s after its consumer came up: {rate:.0f} orders/s"
+        + ("" if done else "  !! not all confirmed within 300 s"))
+    say("    CPU ms per drained order: " + ", ".join(
+        f"{k} {1000 * cpu[k] / max(1, len(accepted)):.3f}" for k in CPU_KEYS))
+    if partitions > 1:  # back to the one partition the rest of the run publishes to
+        bench.stack.worker.stop()
+        bench.stack.worker = processes.start_worker()
+    bench.sales.extend((s, k, split[s]) for s, k in zip(skus, stocks))
+    return rate
+
+
+def drains(bench: Bench) -> None:
+    """[3]: the drain with 1 confirm partition, then with --partitions N, on one
+    layout for both (every partition of N and every master holds one of the SKUs)."""
+    n = bench.args.partitions
+    say(f"\n[3] backlog: the worker stopped during a sale of {bench.sizes.backlog_stock} units (beat sweeping), "
+        "then started" + (f"; with 1 confirm partition, then {n}" if n > 1 else ""))
+    if n > 1 and not partitions_supported():
+        say(f"    !! this code has no confirm partitions (inventory.messages.partition_of): no {n}-partition "
+            "drain; partitions=1, drain_rate_n is the 1-partition figure")
+        n = 1
+    layout = backlog_layout(n, bench.masters)
+    say(f"    {len(layout)} SKUs a drain: " + ", ".join(f"{m} partition {k}" for m, k in layout))
+    rates = {parts: backlog_drain(bench, parts, layout, n) for parts in ([1, n] if n > 1 else [1])}
+    bench.summary["drain_rate"] = bench.summary["drain_rate_1"] = rates[1]
+    bench.summary["drain_rate_n"] = rates[n]
+    bench.summary["partitions"] = n

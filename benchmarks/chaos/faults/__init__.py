@@ -1,0 +1,27 @@
+"""Every fault of the matrix by its name: those of one host (one_host), the
+Redis Cluster's (redis_cluster) and those of several hosts (hosts). Each takes
+the run's Context, lands mid-sale, and returns once it is over."""
+from __future__ import annotations
+
+from typing import Callable
+
+from benchmarks.chaos.context import Context
+from benchmarks.chaos.faults import hosts, one_host, redis_cluster
+
+FAULTS: dict[str, Callable[[Context], None]] = {
+    "worker-kill": one_host.worker_kill,
+    "rabbitmq-restart": one_host.rabbitmq_restart,
+    "redis-restart": one_host.redis_restart,
+    "redis-flushall": one_host.redis_flushall,
+    "redis-rollback": one_host.redis_rollback,
+    "mariadb-restart": one_host.mariadb_restart,
+    "web-kill": one_host.web_kill,
+    "worker-down": one_host.worker_down,
+    "redis-master-kill": redis_cluster.redis_master_kill,
+    "redis-master-pause": redis_cluster.redis_master_pause,
+    "redis-failover": redis_cluster.redis_failover,
+    "rabbitmq-node-kill": hosts.rabbitmq_node_kill,
+    "rabbitmq-node-restart": hosts.rabbitmq_node_restart,
+    "web-host-kill": hosts.web_host_kill,
+    "worker-active-kill": hosts.worker_active_kill,
+}

@@ -1,0 +1,54 @@
+"""After a run: whatever its faults left down started again and waited for, so
+the next run starts on a whole system."""
+from __future__ import annotations
+
+import time
+
+from benchmarks.chaos.context import Context
+
+
+def heal_hosts(ctx: Context) -> None:
+    """Every RabbitMQ node, web instance and worker a fault left down started
+    again (the broker first: the others connect to it), and waited for."""
+    stack = ctx.stack
+    for i, what in ctx.later:
+        ctx.hosts[i] = what()
+    ctx.later.clear()
+    if stack.rabbit is not None and (ctx.broker_down or len(stack.rabbit.running()) < len(stack.rabbit.ports)):
+        stack.rabbit.up()
+        ctx.broker_down = False
+    if any(not w.alive for w in stack.workers):
+        stack.start_workers()
+    ctx.workers_down.clear()
+    for web in stack.webs:
+        if not web.alive:
+            web.start()
+    ctx.webs_down.clear()
+    stack.wait_webs()
+
+
+def heal_after(ctx: Context, timeout: float = 90) -> str:
+    """The end of a cluster run: the cluster whole (a killed node started again
+    rejoins as a replica, every replica in sync) and every fence passed (the
+    confirm consumer sends them), so the next run starts on a whole cluster.
+    Returns a note when a fence still stands after `timeout`."""
+    from core.redis import RedisError
+    from inventory.redis import snapshots
+
+    cluster = ctx.cluster
+    cluster.up()
+    heal_hosts(ctx)
+    for i, node in enumerate(ctx.nodes):
+        if node.endswith(">?"):  # a pause: the master that serves the slot now, the old one if none took over
+            port, now = node[:-2], cluster.slot_master(ctx.slot)
+            ctx.nodes[i] = port if str(now) == port else f"{port}>{now}"
+    deadline = time.monotonic() + timeout
+    standing: dict = {}
+    while time.monotonic() < deadline:
+        try:
+            standing = snapshots.fences_listed()
+        except RedisError:
+            standing = {"?": 0}
+        if not standing:
+            return ""
+        time.sleep(0.2)
