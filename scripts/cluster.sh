@@ -9,7 +9,7 @@
 # any virtualenv exists.
 clusters_py() {
   local python=python3
-  [ -x "${PY:-}" ] && python="$PY"
+  [ -x "$PY" ] && python="$PY"  # lib.sh's, sourced first
   PYTHONPATH="$PROJECT_DIR${PYTHONPATH:+:$PYTHONPATH}" "$python" -m benchmarks.clusters "$@"
 }
 
