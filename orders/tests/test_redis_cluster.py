@@ -539,7 +539,7 @@ def test_a_promoted_replica_without_the_scripts_is_checked_and_loaded(cluster, p
         accepted = {body["order_id"]}
         replica = cluster.replicas_of(target)[0]
         replica.client().script_flush()  # a replica that was a primary before may keep the scripts of then
-        shas = [redis_keys._script("reserve").sha, redis_keys._script("release").sha,
+        shas = [redis_keys._script("reserve").sha, redis_keys._script("undo").sha,
                 token_cache._scripts.get("authorize").sha]
         assert replica.client().script_exists(*shas) == [False] * len(shas)
         cluster.failover(replica)
