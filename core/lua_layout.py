@@ -10,15 +10,16 @@ the layout against the script's header and its `#KEYS`/`#ARGV` guard
 
 The header names each position in one form: `KEYS[n] name` or `ARGV[n] name`
 (`name` a lower-case identifier, then a space, colon or comma and any
-description), `ARGV[n..] name` for
-a list of any length from position n on, and `ARGV[..] name` for a list that
-follows the one before it (settle.lua's three lists). A list's length, when
-the script needs it, is an argument of its own: `<list>_count`.
+description), `ARGV[n..] name` for a list of any length from position n on,
+and `ARGV[..] name` for a list that follows the one before it (settle.lua's
+three lists). A list's length, when the script needs it, is an argument of
+its own, `<list>_count`, which the builder counts.
 
 The builder takes the keys by name from the `sources` it is given (a
-`SkuKeys`, a `TokenKeys`: the field is the key's name), or from a keyword of
-the same name, which wins; every argument by keyword. A name missing or
-unknown is a TypeError, before anything reaches Redis.
+`SkuKeys`, a `TokenKeys`: the field is the key's name; a method of the same
+name is not a key), or from a keyword of the same name, which wins; every
+argument by keyword. A name missing or unknown is a TypeError, before
+anything reaches Redis.
 """
 from __future__ import annotations
 
