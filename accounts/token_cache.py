@@ -36,7 +36,12 @@ from pathlib import Path
 
 from django.conf import settings
 
-from core.redis import Call, Scripts, Shard, instance_check, key, redis, shard_of, tagged, text
+from core.redis.calls import Call
+from core.redis.connection import redis
+from core.redis.instance import instance_check
+from core.redis.keys import key, tagged, text
+from core.redis.scripts import Scripts
+from core.redis.shards import Shard, shard_of
 
 # These answer data (the record, the claim, a wait; a fence; a count); the others answer a code.
 _scripts = Scripts(Path(__file__).resolve().parent / "lua",
@@ -240,7 +245,7 @@ def auth_failure_count(*, client: str) -> int:
 # The claims live with their token on one shard. A new instance (a restart, a
 # promoted replica) or a wipe takes them, while the reservations they named
 # may still be in the broker: MySQL cannot answer for them yet. So the check of
-# the new instance (core.redis.instance_check) drops every token key the shard
+# the new instance (core.redis.instance.instance_check) drops every token key the shard
 # held and raises the shard's claims fence; a token whose record must then be
 # filled waits (503) until the fence's message came out of the confirm queue,
 # and its fill reads the claims its user's orders made from MySQL, once.

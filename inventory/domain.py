@@ -9,6 +9,8 @@ from decimal import Decimal, InvalidOperation
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy
 
+from core.redis.keys import text
+
 # The in-flight entry's head since it carries the unit price (lua/_lib.lua).
 _INFLIGHT_V2 = "v2|"
 CENTS = Decimal("0.01")
@@ -59,12 +61,12 @@ class Reservation:
 
     @classmethod
     def from_entry(cls, sku_id: str, order_id: str | bytes, entry: str | bytes) -> "Reservation":
-        text = _text(entry)
-        if text.startswith(_INFLIGHT_V2):
-            user, qty, ms, epoch, price, key = text[len(_INFLIGHT_V2):].split("|", 5)
+        fields = text(entry)
+        if fields.startswith(_INFLIGHT_V2):
+            user, qty, ms, epoch, price, key = fields[len(_INFLIGHT_V2):].split("|", 5)
         else:
-            (user, qty, ms, epoch, key), price = text.split("|", 4), ""
-        return cls(_text(order_id), sku_id, int(user), int(qty), key, int(ms), int(epoch), price)
+            (user, qty, ms, epoch, key), price = fields.split("|", 4), ""
+        return cls(text(order_id), sku_id, int(user), int(qty), key, int(ms), int(epoch), price)
 
 
 def price_text(price: Decimal | int | str) -> str:
@@ -86,7 +88,3 @@ def order_tag(sku_id: str) -> str:
     CRC-32 of its id (the same figure inventory.Sku.order_tag computes in
     MySQL), so an order still in flight can be found from its id alone."""
     return f"{zlib.crc32(sku_id.encode()):08x}"
-
-
-def _text(v: str | bytes) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)

@@ -33,7 +33,7 @@ from kombu import Consumer
 
 from core.broker import broker_connect, broker_connection, broker_host
 from core.retry import until_done
-from core.redis import RedisError
+from core.redis.errors import RedisError
 from inventory import messages
 from inventory.redis import liveness, snapshots as redis_snapshots
 from inventory.services.gives import dead_letter_record

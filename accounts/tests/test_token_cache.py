@@ -99,7 +99,7 @@ def test_the_claims_fence_is_lifted_only_once_a_copy_passed_in_every_partition()
     """The lost claims named reservations of any SKU, in any partition of the
     confirm stream: the fence stands until each partition's copy has passed,
     and a new loss starts the count again."""
-    from core.redis import shards
+    from core.redis.shards import shards
 
     shard = shards()[0]
     fence = tc.claims_fence_key(shard.tag)

@@ -1,4 +1,4 @@
-"""core.redis against the real Redis: script calls, made on a lower layer than
+"""core.redis's script calls against the real Redis: script calls, made on a lower layer than
 redis-py's client, keep what the client gave them. A connection the server
 closed (a restart, a timeout) is made again before the call, a script's error
 reply comes back as that error and leaves the connection usable, and calls
@@ -10,7 +10,9 @@ import uuid
 import pytest
 from redis.exceptions import ResponseError
 
-from core.redis import Call, GuardedScript, redis, run_together
+from core.redis.calls import Call, run_together
+from core.redis.connection import redis
+from core.redis.scripts import GuardedScript
 
 
 def echo_script() -> GuardedScript:

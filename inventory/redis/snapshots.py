@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from accounts import token_cache
-from core.redis import Shard, prefix, redis
+from core.redis.connection import redis
+from core.redis.keys import prefix
+from core.redis.shards import Shard
 from inventory.redis.keys import (
     FENCES_KEY, SCRIPT_CHUNK, SKU_REGISTRY, SKU_REGISTRY_COMPLETE, SKU_REGISTRY_RECENT, STAGE_TTL_SECONDS,
     Distrust, Drop, FenceRaise, Load, Rebuild, _chunks, _s, _script, sku_keys,

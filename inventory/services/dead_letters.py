@@ -43,7 +43,7 @@ from django.utils.translation import gettext_lazy as _
 from kombu.exceptions import KombuError
 
 from core.errors import DomainError, Unavailable
-from core.redis import RedisError
+from core.redis.errors import RedisError
 from inventory import messages, selectors, signing
 from inventory.redis import gate, keys as redis_keys
 from inventory.models import DeadLetter, Sku

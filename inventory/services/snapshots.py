@@ -17,7 +17,9 @@ from django.utils.translation import gettext as _
 
 from accounts import token_cache
 from core.errors import SkuNotFound, StockActionRefused
-from core.redis import ClusterCallError, RedisError, Shard, ShardDown, redis, shard_of
+from core.redis.connection import redis
+from core.redis.errors import ClusterCallError, RedisError, ShardDown
+from core.redis.shards import Shard, shard_of
 from core.retry import is_transient
 from inventory import selectors
 from inventory.domain import sku_id_valid
@@ -199,7 +201,7 @@ class _DistrustPass:
 
 
 def snapshots_distrust(shard: Shard) -> None:
-    """A Redis shard is a new instance (core.redis.instance_check): what it
+    """A Redis shard is a new instance (core.redis.instance.instance_check): what it
     holds may be older than what was lost (restored from a file, a replica
     that lagged), so every SKU it has data of is dropped and fenced, and
     rebuilt exactly behind the confirm queue like a SKU Redis lost outright.

@@ -10,7 +10,8 @@ from django.test.utils import CaptureQueriesContext
 
 from testsupport import wait_until
 from testsupport.factories import unique
-from core.redis import RedisError, redis
+from core.redis.connection import redis
+from core.redis.errors import RedisError
 from inventory.redis import gate, keys as redis_keys, live as redis_live, liveness, snapshots as redis_snapshots
 from inventory.models import Sku
 from reconciliation.tasks import ORPHANS_RECOVER_TASK

@@ -12,7 +12,7 @@ from django.test import Client
 from testsupport.factories import unique
 from testsupport.purchase import publish, reserve_direct
 from testsupport.stores import assert_balanced, confirmed, settled
-from core.redis import redis
+from core.redis.connection import redis
 from inventory import messages
 from inventory.redis import gate, keys as redis_keys, live as redis_live
 from inventory.models import DeadLetter, InventoryLog

@@ -6,7 +6,7 @@ from django.conf import settings
 
 from testsupport import wait_until
 from testsupport.purchase import rebuild_lost
-from core.redis import redis
+from core.redis.connection import redis
 from inventory import messages
 from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.services import gives, stock

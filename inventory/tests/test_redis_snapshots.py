@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.redis.keys import Load, Reserve
 

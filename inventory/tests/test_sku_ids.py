@@ -23,7 +23,9 @@ from django.test import Client
 from django.utils import timezone
 
 from core.errors import InvalidInput
-from core.redis import instance_check, redis, shard_of
+from core.redis.connection import redis
+from core.redis.instance import instance_check
+from core.redis.shards import shard_of
 from redis.exceptions import ConnectionError as RedisConnectionError, ResponseError
 from inventory import checks as inventory_checks
 from inventory.domain import SKU_ID_PATTERN, sku_id_valid

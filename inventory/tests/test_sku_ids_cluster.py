@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from core.redis import clustered, redis, shard_of
+from core.redis.connection import clustered, redis
+from core.redis.shards import shard_of
 from inventory.models import Sku
 from inventory.redis import keys as redis_keys, snapshots as redis_snapshots
 from inventory.services.skus import sku_create

@@ -14,7 +14,8 @@ from core import admission
 from core.errors import (
     IdempotencyKeyReused, LimitReached, SaleNotActive, SkuNotFound, SoldOut, Unavailable,
 )
-from core.redis import RedisError, ShardDown, run_together
+from core.redis.calls import run_together
+from core.redis.errors import RedisError, ShardDown
 from inventory import messages
 from inventory.domain import Reservation, order_tag
 from inventory.redis import gate

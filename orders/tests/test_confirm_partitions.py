@@ -15,7 +15,7 @@ from django.conf import settings as django_settings
 from kombu import Connection, Consumer
 
 from accounts import token_cache
-from core.redis import shards
+from core.redis.shards import shards
 from inventory import messages
 from inventory.redis import snapshots as redis_snapshots
 from inventory.services.skus import sku_create

@@ -30,7 +30,7 @@ from testsupport.http import Http
 from testsupport.processes import start_worker
 from testsupport.purchase import fence_reached, rebuild_lost, reserve_direct
 from testsupport.stores import assert_balanced, instance_key_of, on_cluster, redis_wipe, scripts_flush, settled
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import Sku
 from inventory.services.snapshots import fence_delay_ms
@@ -337,7 +337,8 @@ def test_a_checker_that_died_holds_the_other_processes_back_only_briefly(make_sk
     the others wait for the lock to lapse, then one of them checks. (On a
     cluster they do not wait: the shard answers ShardDown, a 503, until the
     lock lapses, while the other shards sell on.)"""
-    from core.redis import INSTANCE_CHECK_LOCK_S, ShardDown
+    from core.redis.errors import ShardDown
+    from core.redis.instance import INSTANCE_CHECK_LOCK_S
 
     sku = make_sku(stock=3)
     (user, _), = make_buyers(1)
@@ -367,9 +368,10 @@ def test_a_checker_that_died_holds_the_other_processes_back_only_briefly(make_sk
 
 def test_a_deploy_that_changes_a_script_is_not_taken_for_a_new_instance(make_sku, live_db):
     """A changed script meets NOSCRIPT on the same instance too (its text, so
-    its SHA, is new), even after INSTANCE_KEY went with a FLUSHDB: the
+    its SHA, is new), even after the instance key went with a FLUSHDB: the
     sentinel script is still cached, so nothing is distrusted."""
-    from core.redis import GuardedScript, shards
+    from core.redis.scripts import GuardedScript
+    from core.redis.shards import shards
 
     for shard in shards():
         shard.client.set(shard.key("instance"), shard.client.info("server")["run_id"])
