@@ -28,82 +28,123 @@ _RESEND = (MovedError, AskError, ClusterDownError, TryAgainError)
 
 
 def cluster_evalsha(client: RedisCluster, commands: list[tuple]) -> list:
+    """Each EVALSHA on the node serving its key, sent again where it surely
+    did not run until CLUSTER_SCRIPT_RETRY_S is spent; the replies in order,
+    a script's error reply as its exception."""
     replies: list = [None] * len(commands)
     pending = list(range(len(commands)))
     deadline = time.monotonic() + CLUSTER_SCRIPT_RETRY_S
     pause = 0.05
     while True:
+        attempt = _Attempt(client, commands, replies)
+        attempt.run(pending)
+        if attempt.broken is not None:
+            layout_again(client, attempt.failed)
+            raise ClusterCallError(f"script call failed on its way: {attempt.broken!r}") from attempt.broken
+        again = [i for i in pending if i in attempt.unsent or isinstance(replies[i], _RESEND)]
+        if not again:
+            return replies
+        if time.monotonic() + pause > deadline:
+            return _given_up(attempt, again)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
+        layout_again(client, attempt.failed)  # the slots moved, or a node failed (asked last)
+        pending = again
+
+
+class _Attempt:
+    """One try of the commands still pending: grouped per node, every node's
+    shard checked before anything is sent, every group written before any
+    reply is read. It records what it never sent, the nodes that failed, and
+    the first failure after a send began (the call's outcome is then unknown)."""
+
+    def __init__(self, client: RedisCluster, commands: list[tuple], replies: list):
+        self.client, self.commands, self.replies = client, commands, replies
+        self.unsent: set[int] = set()
+        self.failed: list[str] = []  # nodes that failed or timed out: maybe paused or cut off, and replaced meanwhile
+        self.broken: BaseException | None = None
+
+    def run(self, pending: list[int]) -> None:
+        self._read(self._send(self._check(self._by_node(pending))))
+
+    def _not_sent(self, idx: list[int], exc: BaseException) -> None:
+        for i in idx:
+            self.replies[i] = exc
+        self.unsent.update(idx)
+
+    def _by_node(self, pending: list[int]) -> list[tuple]:
+        """(node, first slot of its shard, indexes) for each node serving a pending key."""
         groups: dict[str, tuple] = {}
-        unsent: set[int] = set()
-        first = first_slots(client)
+        first = first_slots(self.client)
         for i in pending:
+            name = self.commands[i][3]
             try:
-                node = client.get_node_from_key(commands[i][3])
+                node = self.client.get_node_from_key(name)
             except RedisClusterException as exc:  # no node serves the slot (its primary lost, none promoted yet)
-                replies[i] = ShardDown(f"no node serves {commands[i][3]!r}: {exc}")
-                unsent.add(i)
+                self._not_sent([i], ShardDown(f"no node serves {name!r}: {exc}"))
                 continue
-            groups.setdefault(node.name, (node, first[client.keyslot(commands[i][3])], []))[2].append(i)
+            groups.setdefault(node.name, (node, first[self.client.keyslot(name)], []))[2].append(i)
+        return list(groups.values())
+
+    def _check(self, groups: list[tuple]) -> list[tuple]:
+        """The groups whose shard is checked on the node serving it now (every check before anything is sent)."""
         ready = []
-        failed: list[str] = []  # nodes that failed or timed out: maybe paused or cut off, and replaced meanwhile
-        for node, first_slot, idx in groups.values():  # every check before anything is sent
+        for node, first_slot, idx in groups:
             try:
-                shard_served_by(client, first_slot, node)
+                shard_served_by(self.client, first_slot, node)
             except (RedisError, OSError) as exc:
-                for i in idx:  # nothing was sent there
-                    replies[i] = exc
-                unsent.update(idx)
+                self._not_sent(idx, exc)
                 if not isinstance(exc, ShardDown):  # (a check under way elsewhere: the node answered)
-                    failed.append(node.name)
+                    self.failed.append(node.name)
                 continue
             ready.append((node, idx))
+        return ready
+
+    def _send(self, ready: list[tuple]) -> list[tuple]:
+        """Write each group on a connection to its node; (connection, its stack, indexes, node name) of each sent."""
         sent = []
-        broken: BaseException | None = None
         for node, idx in ready:
             try:
-                conn, stack = line_take(client.get_redis_connection(node))
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                for i in idx:  # no connection: nothing was sent there
-                    replies[i] = exc
-                unsent.update(idx)
-                failed.append(node.name)
+                conn, stack = line_take(self.client.get_redis_connection(node))
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:  # no connection: nothing sent there
+                self._not_sent(idx, exc)
+                self.failed.append(node.name)
                 continue
             try:
-                conn.send_packed_command(conn.pack_commands([commands[i] for i in idx]))
+                conn.send_packed_command(conn.pack_commands([self.commands[i] for i in idx]))
             except BaseException as exc:  # part of it may be on its way
-                conn.disconnect()
-                broken = broken or exc
-                failed.append(node.name)
+                self._broke(conn, node.name, exc)
                 continue
             sent.append((conn, stack, idx, node.name))
+        return sent
+
+    def _read(self, sent: list[tuple]) -> None:
         for conn, stack, idx, name in sent:
             try:
                 for i in idx:
                     try:
-                        replies[i] = conn.read_response()
+                        self.replies[i] = conn.read_response()
                     except ResponseError as exc:
-                        replies[i] = exc
+                        self.replies[i] = exc
             except BaseException as exc:
-                conn.disconnect()
-                broken = broken or exc
-                failed.append(name)
+                self._broke(conn, name, exc)
                 continue
             stack.append(conn)
-        if broken is not None:
-            layout_again(client, failed)
-            raise ClusterCallError(f"script call failed on its way: {broken!r}") from broken
-        again = [i for i in pending if i in unsent or isinstance(replies[i], _RESEND)]
-        if not again:
-            return replies
-        if time.monotonic() + pause > deadline:
-            if failed:
-                layout_again(client, failed)
-            if len(unsent) == len(commands):
-                raise replies[again[0]]  # nothing ran anywhere: a failed connect, as with one Redis
-            for i in unsent:  # others ran: this one must not read as "nothing ran"
-                replies[i] = ClusterCallError(f"not sent, while the rest of the call ran: {replies[i]!r}")
-            return replies
-        time.sleep(pause)
-        pause = min(pause * 2, 0.2)
-        layout_again(client, failed)  # the slots moved, or a node failed (asked last)
-        pending = again
+
+    def _broke(self, conn, name: str, exc: BaseException) -> None:
+        conn.disconnect()  # a reply half read is never taken for the next call
+        self.broken = self.broken or exc
+        self.failed.append(name)
+
+
+def _given_up(attempt: _Attempt, again: list[int]) -> list:
+    """The budget is spent with `again` still to send: raise if nothing ran
+    anywhere, else the replies with each one not sent as a ClusterCallError."""
+    replies = attempt.replies
+    if attempt.failed:
+        layout_again(attempt.client, attempt.failed)
+    if len(attempt.unsent) == len(replies):
+        raise replies[again[0]]  # nothing ran anywhere: a failed connect, as with one Redis
+    for i in attempt.unsent:  # others ran: this one must not read as "nothing ran"
+        replies[i] = ClusterCallError(f"not sent, while the rest of the call ran: {replies[i]!r}")
+    return replies
