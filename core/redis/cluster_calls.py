@@ -4,6 +4,7 @@ again only where they surely did not run."""
 from __future__ import annotations
 
 import time
+from typing import NoReturn
 
 from redis.cluster import RedisCluster
 from redis.exceptions import AskError, ClusterDownError, MovedError, RedisClusterException, TryAgainError
@@ -12,7 +13,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.redis.cluster import layout_again
-from core.redis.errors import ClusterCallError, RedisError, ShardDown
+from core.redis.errors import ClusterCallError, NotSent, NotSentTimeout, RedisError, ShardDown
 from core.redis.instance import shard_served_by
 from core.redis.lines import line_take
 from core.redis.shards import first_slots
@@ -144,7 +145,19 @@ def _given_up(attempt: _Attempt, again: list[int]) -> list:
     if attempt.failed:
         layout_again(attempt.client, attempt.failed)
     if len(attempt.unsent) == len(replies):
-        raise replies[again[0]]  # nothing ran anywhere: a failed connect, as with one Redis
+        _nothing_ran(replies[again[0]])
     for i in attempt.unsent:  # others ran: this one must not read as "nothing ran"
         replies[i] = ClusterCallError(f"not sent, while the rest of the call ran: {replies[i]!r}")
     return replies
+
+
+def _nothing_ran(exc: BaseException) -> NoReturn:
+    """Raise for a call none of which was sent: NotSent, as a failed connect on
+    one Redis, where the node did not answer (its connect or its check).
+    ShardDown (no node serves the slot, or a check is under way) and any other
+    failure of the check keep their type, which a ConnectionError would turn
+    into a store to wait out (core.retry)."""
+    if isinstance(exc, (NotSent, ShardDown)) or not isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
+        raise exc
+    not_sent = NotSentTimeout if isinstance(exc, (RedisTimeoutError, TimeoutError)) else NotSent
+    raise not_sent(f"no part of the script call was sent: {exc!r}") from exc

@@ -23,6 +23,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from core.redis.connection import not_sent_on_connect
+
 
 class _Lines:
     def __init__(self) -> None:
@@ -34,7 +36,8 @@ _lines = _Lines()
 
 
 def line_take(client: Redis) -> tuple:
-    """A checked connection with the client's settings, and the stack it goes back to."""
+    """A checked connection with the client's settings, and the stack it goes
+    back to; NotSent if it cannot be made (core.redis.connection)."""
     pool = client.connection_pool
     if _lines.pid != os.getpid():  # first use, or a fork: the parent's connections stay its own
         _lines.free, _lines.pid = {}, os.getpid()
@@ -44,7 +47,7 @@ def line_take(client: Redis) -> tuple:
     try:
         conn = stack.pop()
     except IndexError:
-        conn = pool.connection_class(**pool.connection_kwargs)
+        conn = not_sent_on_connect(pool.connection_class)(**pool.connection_kwargs)
     if not conn.is_connected:
         conn.connect()
         return conn, stack

@@ -144,6 +144,8 @@ else:
             "LOCATION": REDIS_URL,
             "OPTIONS": {
                 "CLIENT_CLASS": "django_redis.client.DefaultClient",
+                # connections whose failed connect says the call never ran (core.redis.errors.NotSent)
+                "CONNECTION_POOL_CLASS": "core.redis.connection.Pool",
                 "SOCKET_CONNECT_TIMEOUT": 2,
                 "SOCKET_TIMEOUT": 2,
             },
