@@ -250,16 +250,9 @@ def auth_failure_count(*, client: str) -> int:
 # filled waits (503) until the fence's message came out of the confirm queue,
 # and its fill reads the claims its user's orders made from MySQL, once.
 
-CLAIMS_FENCE_PREFIX = "@claims:"  # the fence's name among the SKU fences (no SKU id starts with "@")
-
-
 def claims_fence_key(tag: str) -> str:
+    """The claims fence of the shard whose hash tag is `tag` ("": the one Redis)."""
     return key("claims-fence") if not tag else f"{tagged(tag)}:claims-fence"
-
-
-def claims_fence_key_of(name: str) -> str:
-    """The key of the claims fence listed as `name` ("@claims:<shard tag>")."""
-    return claims_fence_key(name[len(CLAIMS_FENCE_PREFIX):])
 
 
 def claims_fence_passed_key(fence_key: str) -> str:
@@ -267,21 +260,22 @@ def claims_fence_passed_key(fence_key: str) -> str:
     return f"{fence_key}:passed"
 
 
-def tokens_distrust(*, shard: Shard, delay_ms: int) -> tuple[str, str]:
+def tokens_distrust(*, shard: Shard, delay_ms: int) -> str:
     """Raise the shard's claims fence, then drop every token key it holds.
-    Returns the fence's name and token, for the caller to list and send."""
+    Returns the fence's token, for the caller to list and send the fence."""
     fence = claims_fence_key(shard.tag)
     token = text(_scripts.get("claims_fence_raise")(keys=[fence, claims_fence_passed_key(fence)],
                                                     args=[uuid.uuid4().hex, delay_ms]))
     shard.unlink_matching(f"{key('auth')}:{{*")
-    return CLAIMS_FENCE_PREFIX + shard.tag, token
+    return token
 
 
-def claims_fence_pass(*, name: str, token: str, partition: int = 0, partitions: int = 1) -> ClaimsFencePass:
-    """A copy of the claims fence came out of `partition` of the confirm stream
-    (of `partitions`): the fence is lifted once a copy passed in every one,
-    since the lost claims named reservations of any SKU, in any partition."""
-    fence = claims_fence_key_of(name)
+def claims_fence_pass(*, shard_tag: str, token: str, partition: int = 0, partitions: int = 1) -> ClaimsFencePass:
+    """A copy of the claims fence of the shard tagged `shard_tag` came out of
+    `partition` of the confirm stream (of `partitions`): the fence is lifted
+    once a copy passed in every one, since the lost claims named reservations
+    of any SKU, in any partition."""
+    fence = claims_fence_key(shard_tag)
     raw = _scripts.get("claims_fence_pass")(keys=[fence, claims_fence_passed_key(fence)],
                                             args=[token, partition, partitions])
     return ClaimsFencePass(int(raw))

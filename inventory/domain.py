@@ -1,4 +1,5 @@
-"""Small records every layer shares, and the SKU-id alphabet. No I/O here."""
+"""Small records every layer shares, the fences and their names, and the
+SKU-id alphabet. No I/O here."""
 from __future__ import annotations
 
 import re
@@ -18,8 +19,8 @@ CENTS = Decimal("0.01")
 # The SKU-id alphabet (the contract's): every key of a SKU carries its id as
 # the Redis Cluster hash tag `{<sku>}` (inventory.redis.keys), so no brace may
 # be in it (an id starting with `}` makes an empty tag, its keys spread over
-# slots and every script on them is CROSSSLOT); no `@` (the claims fences'
-# names, accounts.token_cache.CLAIMS_FENCE_PREFIX); no SCAN glob character;
+# slots and every script on them is CROSSSLOT); no `@` (a claims fence's
+# name among the fences', `fence_name`); no SCAN glob character;
 # nothing a URL path or a spreadsheet cell could read otherwise. Written with
 # plain ranges, so Python, JSON Schema (ECMA 262) and Rust's regex read it alike.
 SKU_ID_MAX = 64
@@ -88,3 +89,41 @@ def order_tag(sku_id: str) -> str:
     CRC-32 of its id (the same figure inventory.Sku.order_tag computes in
     MySQL), so an order still in flight can be found from its id alone."""
     return f"{zlib.crc32(sku_id.encode()):08x}"
+
+
+@dataclass(frozen=True)
+class SkuFence:
+    """The fence over a SKU whose snapshot Redis lost: its rebuild waits until
+    the fence comes out of the SKU's partition of the confirm stream."""
+
+    sku_id: str
+
+
+@dataclass(frozen=True)
+class ClaimsFence:
+    """The fence over a lost shard's key claims (accounts.token_cache): it
+    comes out of every partition of the confirm stream before it is lifted."""
+
+    shard_tag: str  # "" for the one Redis
+
+
+Fence = SkuFence | ClaimsFence
+
+# A fence is named by these two functions alone, wherever a name carries it:
+# the list of fences to send (inventory.redis.snapshots) and a fence message's
+# body (inventory.messages). A SKU's fence is its SKU's id, a shard's claims
+# fence "@claims:<shard tag>" (no SKU id holds an "@"): the names an earlier
+# version listed in Redis and sent into queues that may still hold them.
+_CLAIMS_FENCE_NAME = "@claims:"
+
+
+def fence_name(fence: Fence) -> str:
+    if isinstance(fence, ClaimsFence):
+        return _CLAIMS_FENCE_NAME + fence.shard_tag
+    return fence.sku_id
+
+
+def fence_named(name: str) -> Fence:
+    if name.startswith(_CLAIMS_FENCE_NAME):
+        return ClaimsFence(name[len(_CLAIMS_FENCE_NAME):])
+    return SkuFence(name)

@@ -28,10 +28,9 @@ from django.conf import settings
 from amqp.exceptions import MessageNacked
 from kombu import Connection, Exchange, Queue
 
-from accounts.token_cache import CLAIMS_FENCE_PREFIX
 from core.broker import broker_connect, broker_connection, broker_host
 from inventory import signing
-from inventory.domain import Reservation
+from inventory.domain import ClaimsFence, Fence, Reservation, fence_name, fence_named
 
 logger = logging.getLogger(__name__)
 
@@ -139,17 +138,18 @@ def confirm_encode(reservations: Sequence[Reservation]) -> tuple[bytes, dict[str
     return body, {SIGNATURE_HEADER: signing.sign_bytes(body), KIND_HEADER: CONFIRM_KIND}
 
 
-def fence_encode(fences: Sequence[tuple[str, str]]) -> tuple[bytes, dict[str, str]]:
-    """Fences of SKUs whose snapshot Redis lost: (sku_id, fence token) pairs
-    (inventory.services.snapshots.stock_fence_pass)."""
-    body = json.dumps({"v": FENCE_FORMAT_VERSION, "f": [list(f) for f in fences]}, separators=(",", ":")).encode()
+def fence_encode(fences: Sequence[tuple[Fence, str]]) -> tuple[bytes, dict[str, str]]:
+    """(fence, token) pairs, each fence by its name (inventory.domain.fence_name;
+    inventory.services.snapshots.fence_pass)."""
+    rows = [[fence_name(fence), token] for fence, token in fences]
+    body = json.dumps({"v": FENCE_FORMAT_VERSION, "f": rows}, separators=(",", ":")).encode()
     return body, {SIGNATURE_HEADER: signing.sign_bytes(body), KIND_HEADER: FENCE_KIND}
 
 
 @dataclass(frozen=True)
 class Decoded:
     reservations: list[Reservation]
-    fences: list[tuple[str, str]]
+    fences: list[tuple[Fence, str]]
 
 
 def message_decode(body: bytes | str, headers: dict | None) -> Decoded:
@@ -166,7 +166,7 @@ def message_decode(body: bytes | str, headers: dict | None) -> Decoded:
             fences = [(sku, token) for sku, token in data["f"]]
             if not all(isinstance(x, str) for f in fences for x in f):
                 raise BadMessage("malformed fence")
-            return Decoded([], fences)
+            return Decoded([], [(fence_named(name), token) for name, token in fences])
         out = []
         width = 7 if data["v"] == 1 else 8
         for row in data["r"]:
@@ -407,18 +407,18 @@ def publish_confirms(reservations: Sequence[Reservation]) -> int:
     return sent
 
 
-def fence_partitions(name: str) -> list[int]:
+def fence_partitions(fence: Fence) -> list[int]:
     """The partitions a fence goes to: a SKU's fence to its SKU's (behind every
     confirm of that SKU); a shard's claims fence, whose claims named
     reservations of any SKU, to every one (it passes once every copy has)."""
-    return list(range(partitions())) if name.startswith(CLAIMS_FENCE_PREFIX) else [partition_of(name)]
+    return list(range(partitions())) if isinstance(fence, ClaimsFence) else [partition_of(fence.sku_id)]
 
 
-def publish_fences(fences: Sequence[tuple[str, str]]) -> None:
+def publish_fences(fences: Sequence[tuple[Fence, str]]) -> None:
     """Send fences into the confirm stream, each behind everything already in
     its partition(s) (fence_partitions; confirmed by the broker, or raises)."""
     chunk = settings.SECKILL_MESSAGE_CHUNK
-    routed: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    routed: dict[int, list[tuple[Fence, str]]] = defaultdict(list)
     for fence in fences:
         for partition in fence_partitions(fence[0]):
             routed[partition].append(fence)

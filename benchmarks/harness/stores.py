@@ -95,6 +95,7 @@ def redis_fresh() -> None:
     from core.redis.connection import clustered, redis
     from core.redis.instance import instance_check
     from core.redis.shards import forget_everything, shards
+    from inventory.domain import ClaimsFence
     from inventory.redis import snapshots
 
     if clustered():
@@ -104,7 +105,7 @@ def redis_fresh() -> None:
     for shard in shards():
         instance_check(shard, recorded_only=True)
         shard.client.delete(token_cache.claims_fence_key(shard.tag))
-        snapshots.fence_forget(sku_id=token_cache.CLAIMS_FENCE_PREFIX + shard.tag)
+        snapshots.fence_forget(fence=ClaimsFence(shard.tag))
 
 
 def make_buyers(n: int) -> list[str]:

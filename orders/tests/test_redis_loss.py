@@ -31,6 +31,7 @@ from testsupport.processes import start_worker
 from testsupport.purchase import fence_reached, rebuild_lost, reserve_direct
 from testsupport.stores import assert_balanced, instance_key_of, on_cluster, redis_wipe, scripts_flush, settled
 from core.redis.connection import redis
+from inventory.domain import SkuFence
 from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import Sku
 from inventory.services.snapshots import fence_delay_ms
@@ -276,9 +277,10 @@ def test_a_fence_left_unlisted_is_listed_again_by_the_orphan_sweep(make_sku, liv
     assert stock_warm(sku_id=sku.sku_id) is Warm.FENCED
     token = redis_snapshots.fence_token(sku_id=sku.sku_id)
     redis().zrem(redis_keys.FENCES_KEY, sku.sku_id)  # the listing never happened
-    assert sku.sku_id not in redis_snapshots.fences_listed()
+    assert SkuFence(sku.sku_id) not in redis_snapshots.fences_listed()
     orphans_recover(sku_ids=[sku.sku_id])
-    assert redis_snapshots.fences_listed()[sku.sku_id] == redis_snapshots.Fence(sku.sku_id, token).not_before_ms
+    assert (redis_snapshots.fences_listed()[SkuFence(sku.sku_id)]
+            == redis_snapshots.StandingFence(SkuFence(sku.sku_id), token).not_before_ms)
 
 
 def test_a_new_redis_instance_holding_old_data_is_not_trusted(make_sku, make_buyers, live_db):
@@ -418,7 +420,7 @@ def test_a_fence_is_sent_once_due_and_again_while_it_stands(make_sku, live_db, n
     token = redis_snapshots.fence_token(sku_id=sku.sku_id)
 
     def due() -> list[str]:
-        return [f.token for f in redis_snapshots.fences_due() if f.sku_id == sku.sku_id]
+        return [f.token for f in redis_snapshots.fences_due() if f.fence == SkuFence(sku.sku_id)]
 
     assert due() == []  # before its not-before: requests of the lost Redis may still be publishing
     wait_until(lambda: due() == [token], timeout=10, what="the fence due")
@@ -427,4 +429,4 @@ def test_a_fence_is_sent_once_due_and_again_while_it_stands(make_sku, live_db, n
     assert due() == [token]
     fence_reached(sku.sku_id)  # passed: the listing goes
     redis().zadd(redis_keys.FENCES_KEY, {sku.sku_id: 0})
-    assert due() == [] and sku.sku_id not in redis_snapshots.fences_listed()
+    assert due() == [] and SkuFence(sku.sku_id) not in redis_snapshots.fences_listed()
