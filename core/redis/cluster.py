@@ -17,9 +17,10 @@ from core.redis.errors import RedisError, ShardDown
 logger = logging.getLogger(__name__)
 
 # Cluster timeouts: a paused master must fail a call within a second, not hold
-# a web slot; a connect to a dead node fails fast. Retries (of plain commands:
-# script calls are not retried, core.redis.cluster_calls) back off, so a
-# failover's 3-4 s are not spent in a tight loop of refused connects.
+# a web slot; a connect to a dead node fails fast. Retries (redis-py's, of
+# plain commands: script calls are sent again only where they surely did not
+# run, core.redis.cluster_calls) back off, so a failover's 3-4 s are not spent
+# in a tight loop of refused connects.
 CLUSTER_SOCKET_TIMEOUT_S = 1.0
 CLUSTER_CONNECT_TIMEOUT_S = 0.5
 CLUSTER_RETRIES = 3
