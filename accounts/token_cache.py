@@ -245,8 +245,8 @@ def auth_failure_count(*, client: str) -> int:
 # The claims live with their token on one shard. A new instance (a restart, a
 # promoted replica) or a wipe takes them, while the reservations they named
 # may still be in the broker: MySQL cannot answer for them yet. So the check of
-# the new instance (core.redis.instance.instance_check) drops every token key the shard
-# held and raises the shard's claims fence; a token whose record must then be
+# the new instance (core.redis.instance.instance_check) drops every token key
+# the shard held and raises the shard's claims fence; a token whose record must then be
 # filled waits (503) until the fence's message came out of the confirm queue,
 # and its fill reads the claims its user's orders made from MySQL, once.
 

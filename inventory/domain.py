@@ -19,8 +19,8 @@ CENTS = Decimal("0.01")
 # The SKU-id alphabet (the contract's): every key of a SKU carries its id as
 # the Redis Cluster hash tag `{<sku>}` (inventory.redis.keys), so no brace may
 # be in it (an id starting with `}` makes an empty tag, its keys spread over
-# slots and every script on them is CROSSSLOT); no `@` (a claims fence's
-# name among the fences', `fence_name`); no SCAN glob character;
+# slots and every script on them is CROSSSLOT); no `@` (where fences are
+# listed and sent, a claims fence is `@claims:<tag>`: `fence_name`); no SCAN glob character;
 # nothing a URL path or a spreadsheet cell could read otherwise. Written with
 # plain ranges, so Python, JSON Schema (ECMA 262) and Rust's regex read it alike.
 SKU_ID_MAX = 64
