@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 from django.conf import settings
-from redis import Redis
+from redis import ConnectionPool, Redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
@@ -112,9 +112,9 @@ def test_a_call_whose_connection_could_not_be_made_is_not_sent():
 
 
 def test_a_script_call_on_a_connection_of_any_pool_is_not_sent_when_it_cannot_connect():
-    # The cluster's node pools make redis-py's own connections: the script
-    # calls' connections are made NotSent all the same.
-    closed = Redis(host="127.0.0.1", port=closed_port())
+    # The cluster's node pools make redis-py's own connections (without
+    # retries, as here): the script calls' connections are NotSent all the same.
+    closed = Redis(connection_pool=ConnectionPool(host="127.0.0.1", port=closed_port()))
     with pytest.raises(NotSent):
         evalsha_on_one(closed, [("EVALSHA", "0" * 40, 0, "a")])
 
