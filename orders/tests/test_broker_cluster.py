@@ -224,7 +224,7 @@ def test_health_answers_with_one_node_down(cluster, web):
     this process and over GET /api/v1/health (each web process's probe kept
     its own connection before the kill)."""
     from inventory import messages
-    from inventory.selectors import _broker, _check
+    from inventory.health import _broker, _check
 
     for _ in range(6):
         assert health(web.port)["broker"] == "ok"
