@@ -13,7 +13,7 @@ from celery import shared_task
 from core.retry import until_done
 from inventory import messages, signing
 from inventory.redis import liveness
-from inventory.services import gives, stock
+from inventory.services import dead_letters, gives, stock
 
 logger = logging.getLogger(__name__)
 
@@ -25,8 +25,8 @@ def stock_give_task(payload: dict, signature: str) -> str:
         body = signing.verify(payload, signature)
     except signing.BadSignature as exc:
         logger.error("refused give message: %s", exc)
-        gives.dead_letter_record(task_name=messages.GIVE_TASK, payload={"args": [payload, signature]},
-                                 reason=f"refused: {exc}")
+        dead_letters.dead_letter_record(task_name=messages.GIVE_TASK, payload={"args": [payload, signature]},
+                                        reason=f"refused: {exc}")
         return "refused"
     try:
         outcome = until_done(lambda: gives.stock_give_apply(
@@ -45,8 +45,8 @@ def stock_gives_task(body: dict, signature: str) -> dict:
         gives_list = signing.verify(body, signature)["gives"]
     except (signing.BadSignature, KeyError) as exc:
         logger.error("refused gives message: %s", exc)
-        gives.dead_letter_record(task_name=messages.GIVES_TASK, payload={"args": [body, signature]},
-                                 reason=f"refused: {exc}")
+        dead_letters.dead_letter_record(task_name=messages.GIVES_TASK, payload={"args": [body, signature]},
+                                        reason=f"refused: {exc}")
         return {"refused": 1}
     try:
         return until_done(lambda: gives.stock_gives_apply(gives=gives_list), attempts=8, what="gives")
@@ -83,6 +83,6 @@ def stock_freezes_resolve_task() -> int:
 def dead_letters_collect_task() -> int:
     """Beat: move messages RabbitMQ dead-lettered (delivery limit, rejected) into
     the DeadLetter table, where ops see them in the admin."""
-    moved = gives.dead_letters_collect()
+    moved = dead_letters.dead_letters_collect()
     liveness.sweep_ran(task=DEAD_LETTERS_COLLECT_TASK)
     return moved

@@ -27,7 +27,7 @@ from inventory.redis import gate
 from inventory.redis.keys import Hold
 from inventory.messages import CONFIRM_KIND
 from inventory.domain import Reservation, price_of
-from inventory.services.gives import dead_letter_record
+from inventory.services.dead_letters import dead_letter_record
 from inventory.models import ReservationDecision
 from inventory.services.decisions import DecisionRecord, reservation_decisions_record
 from inventory.services.locks import skus_lock
