@@ -4,7 +4,9 @@ through others. Function-level imports count too: they are how cycles hide.
 
 The project package sits above every app: it wires them together (URLs, the
 Celery app, beat, the WSGI entry point) and no app imports it; a hook an app
-needs from it is installed by the project, or moved into the app that owns it."""
+needs from it is installed by the project, or moved into the app that owns it.
+And an app writes only its own tables: a use case that spans apps calls the
+other app's services."""
 from __future__ import annotations
 
 import ast
@@ -139,3 +141,31 @@ def test_the_project_package_imports_apps_only_where_django_is_set_up():
             offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] in APPS
                           and not (path.name in core_allowed and n.split(".")[0] == "core")]
     assert not offenders, offenders
+
+
+WRITES = {"create", "bulk_create", "bulk_update", "update", "delete", "get_or_create", "update_or_create", "save"}
+
+
+def test_an_app_writes_only_its_own_tables():
+    """A model another app owns is written through that app's services, never
+    by its manager or its querysets from here (a read is fine). Found by name:
+    a model imported from another app's models, at the root of a call chain
+    that ends in a write."""
+    offenders = []
+    for name, path in _modules().items():
+        app = name.split(".")[0]
+        if app not in APPS:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        foreign = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                   and (node.module or "").endswith(".models") and (node.module or "").split(".")[0] in APPS - {app}
+                   for a in node.names}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in WRITES):
+                continue
+            root = node.func.value
+            while isinstance(root, (ast.Attribute, ast.Call, ast.Subscript)):
+                root = root.func if isinstance(root, ast.Call) else root.value
+            if isinstance(root, ast.Name) and root.id in foreign:
+                offenders.append(f"{name}:{node.lineno}: {root.id}...{node.func.attr}()")
+    assert not offenders, "writes to another app's tables:\n  " + "\n  ".join(offenders)
