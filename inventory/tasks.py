@@ -2,7 +2,7 @@
 
 The confirm is not here: confirm messages are read in bulk by the confirm
 consumer (orders.consumers). Everything these tasks consume is sent by
-inventory.messages.
+inventory.messages (the gives: inventory.messages.celery_sends).
 """
 from __future__ import annotations
 
@@ -11,21 +11,22 @@ import logging
 from celery import shared_task
 
 from core.retry import until_done
-from inventory import messages, signing
+from inventory import signing
+from inventory.messages.names import GIVE_TASK, GIVES_TASK
 from inventory.redis import liveness
 from inventory.services import gives, stock
 
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name=messages.GIVE_TASK, acks_late=True, reject_on_worker_lost=True)
+@shared_task(name=GIVE_TASK, acks_late=True, reject_on_worker_lost=True)
 def stock_give_task(payload: dict, signature: str) -> str:
     """Apply a give to Redis (MySQL already committed it)."""
     try:
         body = signing.verify(payload, signature)
     except signing.BadSignature as exc:
         logger.error("refused give message: %s", exc)
-        gives.dead_letter_record(task_name=messages.GIVE_TASK, payload={"args": [payload, signature]},
+        gives.dead_letter_record(task_name=GIVE_TASK, payload={"args": [payload, signature]},
                                  reason=f"refused: {exc}")
         return "refused"
     try:
@@ -38,14 +39,14 @@ def stock_give_task(payload: dict, signature: str) -> str:
     return outcome.name.lower()
 
 
-@shared_task(name=messages.GIVES_TASK, acks_late=True, reject_on_worker_lost=True)
+@shared_task(name=GIVES_TASK, acks_late=True, reject_on_worker_lost=True)
 def stock_gives_task(body: dict, signature: str) -> dict:
     """Apply a list of gives to Redis (MySQL already committed them)."""
     try:
         gives_list = signing.verify(body, signature)["gives"]
     except (signing.BadSignature, KeyError) as exc:
         logger.error("refused gives message: %s", exc)
-        gives.dead_letter_record(task_name=messages.GIVES_TASK, payload={"args": [body, signature]},
+        gives.dead_letter_record(task_name=GIVES_TASK, payload={"args": [body, signature]},
                                  reason=f"refused: {exc}")
         return {"refused": 1}
     try:

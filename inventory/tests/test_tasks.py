@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from inventory import messages
+from inventory.messages import names
 from inventory.models import DeadLetter, InventoryLog
 from inventory.redis import liveness
 from inventory.services.dead_letters import DeadLetterNotReplayable, dead_letter_replay
@@ -18,7 +18,7 @@ def test_a_give_the_task_refuses_is_kept_under_the_name_replay_reads(live_db):
     payload = {"sku_id": "x", "op_id": "forged", "quantity": 999}
     assert stock_give_task(payload, "0" * 64) == "refused"
     letter = DeadLetter.objects.get(payload__args__0__op_id="forged")
-    assert letter.task_name == messages.GIVE_TASK
+    assert letter.task_name == names.GIVE_TASK
     # Read as a give (its signature checked again), not turned away as an unknown task.
     with pytest.raises(DeadLetterNotReplayable, match="signature"):
         dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
