@@ -19,26 +19,6 @@ from inventory.services import gives, stock
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name=GIVE_TASK, acks_late=True, reject_on_worker_lost=True)
-def stock_give_task(payload: dict, signature: str) -> str:
-    """Apply a give to Redis (MySQL already committed it)."""
-    try:
-        body = signing.verify(payload, signature)
-    except signing.BadSignature as exc:
-        logger.error("refused give message: %s", exc)
-        gives.dead_letter_record(task_name=GIVE_TASK, payload={"args": [payload, signature]},
-                                 reason=f"refused: {exc}")
-        return "refused"
-    try:
-        outcome = until_done(lambda: gives.stock_give_apply(
-            sku_id=body["sku_id"], op_id=body["op_id"], quantity=int(body["quantity"]),
-            user_id=body.get("user_id"), total_delta=int(body.get("total_delta", 0)),
-            frozen_delta=int(body.get("frozen_delta", 0))), attempts=8, what="give")
-    except gives.GiveDeferred:
-        return "deferred"  # left pending: the resend sweep sends it again
-    return outcome.name.lower()
-
-
 @shared_task(name=GIVES_TASK, acks_late=True, reject_on_worker_lost=True)
 def stock_gives_task(body: dict, signature: str) -> dict:
     """Apply a list of gives to Redis (MySQL already committed them)."""
@@ -49,10 +29,32 @@ def stock_gives_task(body: dict, signature: str) -> dict:
         gives.dead_letter_record(task_name=GIVES_TASK, payload={"args": [body, signature]},
                                  reason=f"refused: {exc}")
         return {"refused": 1}
+    return _gives_apply(gives_list)
+
+
+@shared_task(name=GIVE_TASK, acks_late=True, reject_on_worker_lost=True)
+def stock_give_task(payload: dict, signature: str) -> str:
+    """Old messages only: nothing sends one give per message any more, but a
+    task queue kept across an upgrade from a release that did may still hold
+    some, and without a consumer they would wait in the dead letters for ops.
+    Each is applied as a batch of one; returns that give's outcome."""
+    try:
+        give = signing.verify(payload, signature)
+    except signing.BadSignature as exc:
+        logger.error("refused give message: %s", exc)
+        gives.dead_letter_record(task_name=GIVE_TASK, payload={"args": [payload, signature]},
+                                 reason=f"refused: {exc}")
+        return "refused"
+    return next(outcome for outcome, n in _gives_apply([give]).items() if n)
+
+
+def _gives_apply(gives_list: list[dict]) -> dict[str, int]:
+    """Counts by outcome, transient store errors waited out; a give whose SKU
+    Redis has no snapshot of is left pending, and the resend sweep sends it again."""
     try:
         return until_done(lambda: gives.stock_gives_apply(gives=gives_list), attempts=8, what="gives")
     except gives.GiveDeferred:
-        return {"deferred": 1}  # left pending: the resend sweep sends them again
+        return {"deferred": 1}
 
 
 # Names of the sweeps beat sends (reconciliation.schedule stores them in its rows).

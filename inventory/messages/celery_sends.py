@@ -1,9 +1,9 @@
-"""Gives, sent to Redis's side as Celery task messages (consumed by
-inventory.tasks), each body signed with SECKILL_TASK_SIGNING_KEY."""
+"""Gives for Redis, as Celery task messages (consumed by inventory.tasks), each
+body signed with SECKILL_TASK_SIGNING_KEY."""
 from __future__ import annotations
 
 from inventory import signing
-from inventory.messages.names import GIVE_TASK, GIVES_TASK
+from inventory.messages.names import GIVES_TASK
 
 
 def publish_gives(payloads: list[dict]) -> str:
@@ -12,11 +12,3 @@ def publish_gives(payloads: list[dict]) -> str:
 
     body = {"gives": payloads}
     return current_app.send_task(GIVES_TASK, args=[body, signing.sign(body)]).id
-
-
-def publish_give(payload: dict) -> str:
-    """A give for Redis (MySQL already committed it), as a signed Celery task.
-    Returns the task id."""
-    from celery import current_app
-
-    return current_app.send_task(GIVE_TASK, args=[payload, signing.sign(payload)]).id

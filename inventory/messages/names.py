@@ -9,8 +9,9 @@ FENCE_KIND = "fence"
 SIGNATURE_HEADER = "x-seckill-sig"
 KIND_HEADER = "x-seckill-kind"
 
-# The Celery names of the give tasks (inventory.tasks; sent by
-# inventory.messages.celery_sends).
+# The Celery names of the give tasks (inventory.tasks). GIVES_TASK is the one
+# sent (inventory.messages.celery_sends); GIVE_TASK, one give per message, is
+# sent by nothing now: its consumer takes what an older release left queued.
 GIVE_TASK = "inventory.tasks.stock_give_task"
 GIVES_TASK = "inventory.tasks.stock_gives_task"
 

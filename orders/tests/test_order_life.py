@@ -118,7 +118,13 @@ def test_relay_dying_after_commit_loses_nothing(make_sku, worker, live_db):
 
 
 def test_give_delivered_twice_restores_once(api, make_sku, make_buyers, worker):
-    from inventory.messages.celery_sends import publish_give
+    """Two copies of one give, each in a message of its own under the old
+    one-give task (as a release before batched gives sent it, left queued
+    across an upgrade): the consumer of old messages applies it once."""
+    from celery import current_app
+
+    from inventory import signing
+    from inventory.messages.names import GIVE_TASK
 
     sku = make_sku(stock=2)
     (_, token), = make_buyers(1)
@@ -128,7 +134,7 @@ def test_give_delivered_twice_restores_once(api, make_sku, make_buyers, worker):
     client.post(f"/api/v1/orders/{oid}/cancel")
     gives_applied(sku.sku_id)
     payload = OutboxMessage.objects.get(op_id=f"{oid}:release").payload
-    ids = [publish_give(payload), publish_give(payload)]
+    ids = [current_app.send_task(GIVE_TASK, args=[payload, signing.sign(payload)]).id for _ in range(2)]
     # both redeliveries ran and found the give applied already
     wait_until(lambda: all(f"stock_give_task[{i}] succeeded" in worker.log_text() for i in ids),
                what="both redeliveries handled", timeout=15)
