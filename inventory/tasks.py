@@ -13,8 +13,8 @@ from celery import shared_task
 from core.retry import until_done
 from inventory import signing
 from inventory.messages.names import GIVE_TASK, GIVES_TASK
-from inventory.redis import liveness
 from inventory.services import gives, stock
+from inventory.sweeps import sweep_task
 
 logger = logging.getLogger(__name__)
 
@@ -63,29 +63,23 @@ FREEZES_RESOLVE_TASK = "inventory.tasks.stock_freezes_resolve_task"
 DEAD_LETTERS_COLLECT_TASK = "inventory.tasks.dead_letters_collect_task"
 
 
-@shared_task(name=OUTBOX_RELAY_TASK, expires=60)
+@sweep_task(OUTBOX_RELAY_TASK, expires=60)
 def outbox_relay_task() -> dict:
     """Beat: send outbox rows the after-commit relay did not (process died,
     broker down), and send again gives that never reached Redis."""
     resent = gives.gives_resend_lost()
-    sent = gives.outbox_relay(older_than_s=2)
-    liveness.sweep_ran(task=OUTBOX_RELAY_TASK)
-    return {"sent": sent, "lost_gives": len(resent)}
+    return {"sent": gives.outbox_relay(older_than_s=2), "lost_gives": len(resent)}
 
 
-@shared_task(name=FREEZES_RESOLVE_TASK, expires=60)
+@sweep_task(FREEZES_RESOLVE_TASK, expires=60)
 def stock_freezes_resolve_task() -> int:
     """Beat: cancel freezes whose process died between their intent and their
     MySQL move (inventory.services.stock.stock_freezes_resolve)."""
-    resolved = stock.stock_freezes_resolve()
-    liveness.sweep_ran(task=FREEZES_RESOLVE_TASK)
-    return resolved
+    return stock.stock_freezes_resolve()
 
 
-@shared_task(name=DEAD_LETTERS_COLLECT_TASK, expires=60)
+@sweep_task(DEAD_LETTERS_COLLECT_TASK, expires=60)
 def dead_letters_collect_task() -> int:
     """Beat: move messages RabbitMQ dead-lettered (delivery limit, rejected) into
     the DeadLetter table, where ops see them in the admin."""
-    moved = gives.dead_letters_collect()
-    liveness.sweep_ran(task=DEAD_LETTERS_COLLECT_TASK)
-    return moved
+    return gives.dead_letters_collect()
