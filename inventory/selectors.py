@@ -215,9 +215,9 @@ def _mysql() -> None:
 
 
 def _broker() -> None:
-    from inventory import messages
+    from inventory.messages import broker_probe
 
-    messages.confirm_queue_depth()
+    broker_probe.confirm_queue_depth()
 
 
 def _worker() -> str | None:

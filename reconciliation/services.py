@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from core.redis import RedisError
 
-from inventory import messages, selectors as inventory_selectors
+from inventory import selectors as inventory_selectors
+from inventory.messages import publisher
 from inventory.redis import gate, live as redis_live, snapshots as redis_snapshots
 from inventory.models import DeadLetter, InventoryLog, Sku
 from inventory.services import gives as give_services, stock as stock_services
@@ -77,7 +78,7 @@ def orphans_recover(*, sku_ids: list[str] | None = None, cap: int | None = None,
             reservations_settle_known(sku_id=sku_id, states=states)
             sweep.settled += list(states)
         lost = [r for r in due if r.order_id not in states]
-        messages.publish_confirms(lost)
+        publisher.publish_confirms(lost)
         sweep.republished += [r.order_id for r in lost]
     if sweep.republished or sweep.settled:
         logger.warning("orphan sweep: republished %d, settled %d (first: %s)", len(sweep.republished),

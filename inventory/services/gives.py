@@ -13,7 +13,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from redis.exceptions import ResponseError
 
-from inventory import messages
+from inventory.messages import celery_sends, names, queues
 from inventory.redis import gate, keys as redis_keys
 from inventory.models import GIVE_OPERATIONS, DeadLetter, InventoryLog, OutboxMessage
 from inventory.services.locks import skus_lock
@@ -93,7 +93,7 @@ def outbox_relay(*, ids: list[int] | None = None, op_ids: list[str] | None = Non
             for i in range(0, len(taken), RELAY_CHUNK):
                 chunk = taken[i:i + RELAY_CHUNK]
                 try:
-                    messages.publish_gives([row.payload for row in chunk])
+                    celery_sends.publish_gives([row.payload for row in chunk])
                 except Exception as exc:
                     logger.warning("outbox: %d give(s) not sent: %r", len(chunk), exc)
                     OutboxMessage.objects.filter(pk__in=[r.pk for r in chunk]).update(attempts=F("attempts") + 1)
@@ -266,14 +266,14 @@ def dead_letters_collect(*, limit: int = 500) -> int:
 
     moved = 0
     with app.connection_for_write() as conn:
-        queue = messages.dead_letter_queue()(conn.default_channel)
+        queue = queues.dead_letter_queue()(conn.default_channel)
         queue.declare()
         for _ in range(limit):
             message = queue.get(no_ack=False, accept=["json"])
             if message is None:
                 break
             headers = message.headers or {}
-            kind = headers.get(messages.KIND_HEADER)
+            kind = headers.get(names.KIND_HEADER)
             try:
                 body = message.decode() if kind is None else message.body.decode("utf-8", "replace")
             except Exception:
