@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import connection
 from django_celery_beat.models import PeriodicTask
 
-from inventory import messages
+from inventory.messages import broker_probe
 from inventory.redis import liveness
 
 HEALTH_CACHE_SECONDS = 1.0
@@ -30,7 +30,7 @@ def _mysql() -> None:
 
 
 def _broker() -> None:
-    messages.confirm_queue_depth()
+    broker_probe.confirm_queue_depth()
 
 
 def _worker() -> str | None:

@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from core.redis import RedisError
 
-from inventory import messages, selectors as inventory_selectors
+from inventory import selectors as inventory_selectors
+from inventory.messages import publisher
 from inventory.models import ReservationDecision, Sku
 from inventory.redis import gate, live as redis_live
 from inventory.services import gives as give_services, stock as stock_services
@@ -73,7 +74,7 @@ def orphans_recover(*, sku_ids: list[str] | None = None, cap: int | None = None,
             reservations_settle_known(sku_id=sku_id, decided=decided)
             sweep.settled += list(decided)
         lost = [r for r in due if r.order_id not in decided]
-        messages.publish_confirms(lost)
+        publisher.publish_confirms(lost)
         sweep.republished += [r.order_id for r in lost]
     if sweep.republished or sweep.settled:
         logger.warning("orphan sweep: republished %d, settled %d (first: %s)", len(sweep.republished),

@@ -13,7 +13,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from redis.exceptions import ResponseError
 
-from inventory import messages
+from inventory.messages import celery_sends
 from inventory.redis import gate, keys as redis_keys
 from inventory.models import GIVE_OPERATIONS, InventoryLog, OutboxMessage
 from inventory.services.locks import skus_lock
@@ -93,7 +93,7 @@ def outbox_relay(*, ids: list[int] | None = None, op_ids: list[str] | None = Non
             for i in range(0, len(taken), RELAY_CHUNK):
                 chunk = taken[i:i + RELAY_CHUNK]
                 try:
-                    messages.publish_gives([row.payload for row in chunk])
+                    celery_sends.publish_gives([row.payload for row in chunk])
                 except Exception as exc:
                     logger.warning("outbox: %d give(s) not sent: %r", len(chunk), exc)
                     OutboxMessage.objects.filter(pk__in=[r.pk for r in chunk]).update(attempts=F("attempts") + 1)

@@ -150,7 +150,8 @@ def test_health_names_a_partition_of_the_confirm_stream_that_no_consumer_takes(a
 
 
 def test_health_is_measured_at_most_once_a_second_over_one_broker_connection(api, live_db):
-    from inventory import health, messages
+    from inventory import health
+    from inventory.messages import broker_probe
 
     health._health_cache.clear()
     with mock.patch("inventory.redis.liveness.ping", wraps=liveness.ping) as ping:
@@ -161,7 +162,7 @@ def test_health_is_measured_at_most_once_a_second_over_one_broker_connection(api
     for _ in range(3):
         health._health_cache.clear()
         api().get("/api/v1/health")
-        conns.add(id(messages._probe.get("conn")))
+        conns.add(id(broker_probe._probe.get("conn")))
     assert len(conns) == 1 and None not in conns
 
 

@@ -42,7 +42,7 @@ def test_a_give_that_finds_no_snapshot_is_retried_not_lost(make_sku, live_db):
     redis().delete(keys.stock)  # Redis lost the SKU; a warm-up starts
     with transaction.atomic():
         snap = selectors.sku_snapshot(sku=skus_lock(sku_ids=[sku.sku_id])[sku.sku_id], holdings=Holdings(), epoch=2)
-    with mock.patch("inventory.messages.publish_gives"):  # the give's message is handled below, by hand
+    with mock.patch("inventory.messages.celery_sends.publish_gives"):  # the give's message is handled below, by hand
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
     with pytest.raises(gives.GiveDeferred):
         gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=3, user_id=None, total_delta=3, wait_s=0)
@@ -64,7 +64,7 @@ def test_lost_gives_are_marked_for_sending_again(make_sku, live_db):
     from inventory.models import InventoryLog
 
     sku = make_sku(stock=2)
-    with __import__("unittest").mock.patch("inventory.messages.publish_gives"):
+    with __import__("unittest").mock.patch("inventory.messages.celery_sends.publish_gives"):
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=1, reason="more", actor="t")
     assert OutboxMessage.objects.get(op_id=op_id).sent_at is not None  # "sent", but lost on the way
     InventoryLog.objects.filter(op_id=op_id).update(created_at=timezone.now() - timedelta(minutes=5))
@@ -92,7 +92,7 @@ def test_a_give_that_meets_no_snapshot_backs_off(make_sku, live_db):
     from inventory.models import InventoryLog
 
     sku = make_sku(stock=2)
-    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
+    with mock.patch("inventory.messages.celery_sends.publish_gives", side_effect=ConnectionError("broker away")):
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=1, reason="more", actor="t")
     redis().delete(redis_keys.sku_keys(sku.sku_id).stock)  # Redis lost the SKU
     assert gives.outbox_relay(op_ids=[op_id]) == 1  # sent once; nobody applies it
@@ -131,7 +131,7 @@ def test_a_give_redis_refuses_leaves_the_other_skus_gives_applied(make_sku, live
     from inventory.redis import gate
 
     good, bad = make_sku(stock=2), make_sku(stock=2)
-    with mock.patch("inventory.messages.publish_gives"):  # the message is handled below, by hand
+    with mock.patch("inventory.messages.celery_sends.publish_gives"):  # the message is handled below, by hand
         ops = {s.sku_id: stock.stock_restock(sku_id=s.sku_id, quantity=3, reason="more", actor="t")
                for s in (bad, good)}
     real = gate.give

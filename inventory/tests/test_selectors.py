@@ -17,7 +17,7 @@ def test_an_ended_sku_is_swept_while_a_give_of_its_is_pending(make_sku):
     within a week of its end: a give pending for a SKU Redis lost then waited
     for a snapshot nobody loaded."""
     pending, idle = make_sku(stock=2), make_sku(stock=2)
-    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
+    with mock.patch("inventory.messages.celery_sends.publish_gives", side_effect=ConnectionError("broker away")):
         stock.stock_restock(sku_id=pending.sku_id, quantity=1, reason="more", actor="t")
     for s in (pending, idle):
         skus.sku_update(sku_id=s.sku_id, actor="t", status=Sku.Status.ENDED)
@@ -41,7 +41,7 @@ def test_a_retired_sku_is_not_swept(make_sku):
 
 def test_an_ended_sku_is_retirable_after_its_grace_unless_a_give_is_pending(make_sku):
     ended, pending, active = make_sku(stock=2), make_sku(stock=2), make_sku(stock=2)
-    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
+    with mock.patch("inventory.messages.celery_sends.publish_gives", side_effect=ConnectionError("broker away")):
         stock.stock_restock(sku_id=pending.sku_id, quantity=1, reason="more", actor="t")
     for s in (ended, pending):
         skus.sku_update(sku_id=s.sku_id, actor="t", status=Sku.Status.ENDED)

@@ -25,7 +25,7 @@ from core.redis import RedisError
 from inventory import selectors as inventory_selectors
 from inventory.redis import gate
 from inventory.redis.keys import Hold
-from inventory.messages import CONFIRM_KIND
+from inventory.messages.names import CONFIRM_KIND
 from inventory.domain import Reservation, price_of
 from inventory.services.dead_letters import dead_letter_record
 from inventory.models import ReservationDecision
