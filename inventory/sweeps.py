@@ -3,7 +3,7 @@
 A sweep task is its service call: `sweep_task` registers the function as the
 Celery task beat sends by name and, once the call returns, records that the
 sweep ran (inventory.redis.liveness.sweep_ran), which the health check reads to
-find a sweep that stopped running (inventory.selectors.sweep_late)."""
+find a sweep that stopped running (inventory.health.sweep_late)."""
 from __future__ import annotations
 
 import functools

@@ -13,7 +13,7 @@ from celery import shared_task
 from core.retry import until_done
 from inventory import signing
 from inventory.messages.names import GIVE_TASK, GIVES_TASK
-from inventory.services import gives, stock
+from inventory.services import dead_letters, gives, stock
 from inventory.sweeps import sweep_task
 
 logger = logging.getLogger(__name__)
@@ -26,8 +26,8 @@ def stock_gives_task(body: dict, signature: str) -> dict:
         gives_list = signing.verify(body, signature)["gives"]
     except (signing.BadSignature, KeyError) as exc:
         logger.error("refused gives message: %s", exc)
-        gives.dead_letter_record(task_name=GIVES_TASK, payload={"args": [body, signature]},
-                                 reason=f"refused: {exc}")
+        dead_letters.dead_letter_record(task_name=GIVES_TASK, payload={"args": [body, signature]},
+                                        reason=f"refused: {exc}")
         return {"refused": 1}
     return _gives_apply(gives_list)
 
@@ -42,8 +42,8 @@ def stock_give_task(payload: dict, signature: str) -> str:
         give = signing.verify(payload, signature)
     except signing.BadSignature as exc:
         logger.error("refused give message: %s", exc)
-        gives.dead_letter_record(task_name=GIVE_TASK, payload={"args": [payload, signature]},
-                                 reason=f"refused: {exc}")
+        dead_letters.dead_letter_record(task_name=GIVE_TASK, payload={"args": [payload, signature]},
+                                        reason=f"refused: {exc}")
         return "refused"
     return next(outcome for outcome, n in _gives_apply([give]).items() if n)
 
@@ -82,4 +82,4 @@ def stock_freezes_resolve_task() -> int:
 def dead_letters_collect_task() -> int:
     """Beat: move messages RabbitMQ dead-lettered (delivery limit, rejected) into
     the DeadLetter table, where ops see them in the admin."""
-    return gives.dead_letters_collect()
+    return dead_letters.dead_letters_collect()

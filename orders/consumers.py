@@ -36,7 +36,7 @@ from core.retry import until_done
 from core.redis import RedisError
 from inventory.messages import encoding, names, publisher, queues
 from inventory.redis import liveness, snapshots as redis_snapshots
-from inventory.services.gives import dead_letter_record
+from inventory.services.dead_letters import dead_letter_record
 from inventory.services.snapshots import stock_fence_pass
 from orders.services.confirm import reservations_confirm
 

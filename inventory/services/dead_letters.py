@@ -1,5 +1,7 @@
-"""Dead letters ops can act on: replay one through the normal consumer path, or
-discard it with a reason. Either closes the letter for good (a conditional
+"""Dead letters: a message a consumer refused, or that RabbitMQ dead-lettered,
+recorded in the DeadLetter table (`dead_letter_record`, `dead_letters_collect`).
+Ops replay one through the normal consumer path, or discard it with a
+reason. Either closes the letter for good (a conditional
 change of its status under its row lock), and who, when and why stay on it.
 
 Replaying a confirm must never sell a unit twice, and its outcome must not
@@ -37,6 +39,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -45,7 +48,7 @@ from kombu.exceptions import KombuError
 from core.errors import DomainError, Unavailable
 from core.redis import RedisError
 from inventory import selectors, signing
-from inventory.messages import celery_sends, encoding, names, publisher
+from inventory.messages import celery_sends, encoding, names, publisher, queues
 from inventory.redis import gate, keys as redis_keys
 from inventory.models import DeadLetter, Sku
 from inventory.domain import Reservation
@@ -53,6 +56,43 @@ from inventory.services.decisions import reservation_undo_record
 
 logger = logging.getLogger(__name__)
 
+
+# --- Recorded: refused by a consumer, or dead-lettered by RabbitMQ ------------------------
+
+def dead_letter_record(*, task_name: str, payload: dict, reason: str) -> DeadLetter:
+    return DeadLetter.objects.create(task_name=task_name, payload=payload, reason=reason[:255])
+
+
+def dead_letters_collect(*, limit: int = 500) -> int:
+    """Move what RabbitMQ dead-lettered (delivery limit, rejected) into the
+    DeadLetter table, where ops see it in the admin."""
+    moved = 0
+    # The project's Celery app: the one Celery's Django fix-up makes every thread's default.
+    with current_app.connection_for_write() as conn:
+        queue = queues.dead_letter_queue()(conn.default_channel)
+        queue.declare()
+        for _ in range(limit):
+            message = queue.get(no_ack=False, accept=["json"])
+            if message is None:
+                break
+            headers = message.headers or {}
+            kind = headers.get(names.KIND_HEADER)
+            try:
+                body = message.decode() if kind is None else message.body.decode("utf-8", "replace")
+            except Exception:
+                body = {"raw": message.body.decode(errors="replace")[:10000]}
+            deaths = headers.get("x-death") or [{}]
+            dead_letter_record(
+                task_name=str(kind or headers.get("task", "?")),
+                payload={"body": body, "id": headers.get("id"), "headers": {
+                    k: v for k, v in headers.items() if isinstance(v, (str, int, float))}},
+                reason=f"dead-lettered by RabbitMQ: {deaths[0].get('reason', 'delivery limit')}")
+            message.ack()
+            moved += 1
+    return moved
+
+
+# --- Closed by ops: replayed or discarded ----------------------------------------------------
 
 class DeadLetterClosed(DomainError):
     code, http_status, message = "dead_letter_closed", 409, _("This dead letter was already resolved.")

@@ -1,14 +1,16 @@
-"""Dead letters ops act on: replay through the consumer (never selling a unit
-twice), discard with a reason; both audited, both once. Real servers and a
-real worker."""
+"""Dead letters: what RabbitMQ dead-letters reaches the table; ops replay one
+through the consumer (never selling a unit twice) or discard it with a reason;
+both audited, both once. Real servers and a real worker."""
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client
 
+from testsupport import wait_until
 from testsupport.factories import unique
 from testsupport.purchase import publish, reserve_direct
 from testsupport.stores import assert_balanced, confirmed, settled
@@ -17,8 +19,8 @@ from inventory.messages import encoding, names
 from inventory.redis import gate, keys as redis_keys, live as redis_live
 from inventory.models import DeadLetter, InventoryLog
 from inventory.services.dead_letters import (DeadLetterClosed, DeadLetterNotReplayable, DeadLetterReasonRequired,
-                                             dead_letter_discard, dead_letter_replay)
-from inventory.services.gives import dead_letter_record
+                                             dead_letter_discard, dead_letter_record, dead_letter_replay,
+                                             dead_letters_collect)
 from orders.models import Order
 
 
@@ -295,3 +297,20 @@ def test_the_migration_gives_old_spellings_their_task_names(live_db):
     migration.dead_letter_kinds_normalise(apps, None)
     assert [DeadLetter.objects.get(pk=d.pk).task_name for d in old] == [
         names.GIVE_TASK, names.GIVES_TASK, names.CONFIRM_KIND]
+
+
+def test_what_rabbitmq_dead_letters_reaches_the_table(live_db):
+    from seckill_site.celery import app
+
+    with app.connection_for_write() as conn:
+        producer = conn.Producer()
+        dead = settings.CELERY_DEAD_LETTER
+        producer.publish({"poison": True}, exchange=dead.exchange, routing_key=dead.routing_key,
+                         declare=[dead], headers={"task": names.GIVE_TASK},
+                         serializer="json")
+    before = DeadLetter.objects.count()
+    wait_until(lambda: dead_letters_collect() or DeadLetter.objects.count() > before,
+               what="dead letter collected")
+    letter = DeadLetter.objects.latest("created_at")
+    assert letter.task_name == names.GIVE_TASK
+    assert letter.payload["body"] == {"poison": True}

@@ -1,16 +1,13 @@
-"""Gives reach Redis once, even across a snapshot rebuilt from MySQL; dead letters are kept."""
+"""Gives reach Redis once, even across a snapshot rebuilt from MySQL."""
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
 
-from testsupport import wait_until
 from testsupport.purchase import rebuild_lost
 from core.redis import redis
-from inventory.messages import names
 from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.services import gives, stock
-from inventory.models import DeadLetter, OutboxMessage
+from inventory.models import OutboxMessage
 
 
 def test_snapshot_counts_its_gives_so_a_late_redelivery_adds_nothing(make_sku, live_db):
@@ -25,23 +22,6 @@ def test_snapshot_counts_its_gives_so_a_late_redelivery_adds_nothing(make_sku, l
                                         total_delta=3)
     assert outcome is redis_keys.Give.ALREADY
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
-
-
-def test_what_rabbitmq_dead_letters_reaches_the_table(live_db):
-    from seckill_site.celery import app
-
-    with app.connection_for_write() as conn:
-        producer = conn.Producer()
-        dead = settings.CELERY_DEAD_LETTER
-        producer.publish({"poison": True}, exchange=dead.exchange, routing_key=dead.routing_key,
-                         declare=[dead], headers={"task": names.GIVE_TASK},
-                         serializer="json")
-    before = DeadLetter.objects.count()
-    wait_until(lambda: gives.dead_letters_collect() or DeadLetter.objects.count() > before,
-               what="dead letter collected")
-    letter = DeadLetter.objects.latest("created_at")
-    assert letter.task_name == names.GIVE_TASK
-    assert letter.payload["body"] == {"poison": True}
 
 
 def test_a_give_that_finds_no_snapshot_is_retried_not_lost(make_sku, live_db):

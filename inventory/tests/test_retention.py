@@ -146,10 +146,10 @@ def test_old_outbox_rows_go_once_their_give_is_done(make_sku):
 
 
 def test_resolved_dead_letters_go_open_ones_stay(live_db):
-    from inventory.services.dead_letters import dead_letter_discard
+    from inventory.services.dead_letters import dead_letter_discard, dead_letter_record
 
-    old_open = gives.dead_letter_record(task_name="t", payload={"a": 1}, reason="r")
-    old_done = gives.dead_letter_record(task_name="t", payload={"a": 2}, reason="r")
+    old_open = dead_letter_record(task_name="t", payload={"a": 1}, reason="r")
+    old_done = dead_letter_record(task_name="t", payload={"a": 2}, reason="r")
     dead_letter_discard(dead_letter_id=old_done.pk, actor="ops", reason="junk")
     DeadLetter.objects.filter(pk__in=[old_open.pk, old_done.pk]).update(created_at=timezone.now() - OLD)
     DeadLetter.objects.filter(pk=old_done.pk).update(resolved_at=timezone.now() - OLD)

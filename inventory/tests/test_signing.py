@@ -49,7 +49,7 @@ def test_a_give_task_with_a_non_ascii_signature_is_refused_and_kept_for_ops(live
 
 
 def test_a_dead_lettered_gives_task_with_a_non_ascii_signature_is_not_replayed(live_db):
-    from inventory.services.gives import dead_letter_record
+    from inventory.services.dead_letters import dead_letter_record
 
     body = {"gives": [{"sku_id": "x", "op_id": "y", "quantity": 999}]}
     letter = dead_letter_record(task_name=names.GIVES_TASK, payload={"body": [[body, "\u4e2d" * 64], {}, {}]},

@@ -223,8 +223,8 @@ def test_health_answers_with_one_node_down(cluster, web):
     connection is on is killed (the probe goes to another node at once), in
     this process and over GET /api/v1/health (each web process's probe kept
     its own connection before the kill)."""
+    from inventory.health import _broker, _check
     from inventory.messages import broker_probe
-    from inventory.selectors import _broker, _check
 
     for _ in range(6):
         assert health(web.port)["broker"] == "ok"

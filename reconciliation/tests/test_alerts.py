@@ -13,7 +13,7 @@ from django.core import mail
 from core.redis import redis
 from inventory.messages import names
 from inventory.redis import keys as redis_keys
-from inventory.services.gives import dead_letter_record
+from inventory.services.dead_letters import dead_letter_record
 from reconciliation import alerts
 from reconciliation.models import Alert, Finding
 from reconciliation.services import reconciliation_run

@@ -1,6 +1,7 @@
 """The orphan sweep: a reservation whose confirm message never left is found and
 confirmed; one that is merely slow is not republished on every sweep; the
-republished lists are bounded; a confirmed one still in flight is settled."""
+republished lists are bounded; one MySQL decided (confirmed, refused, undone)
+that is still in flight is settled as its decision says."""
 from __future__ import annotations
 
 import json
@@ -83,6 +84,42 @@ def test_confirmed_order_still_in_flight_is_settled(make_sku, make_buyers, live_
     sent.assert_called_once_with([])
     row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.locked_stock) == (2, 1)
+
+
+def test_a_refused_reservation_still_in_flight_is_settled_as_its_decision_says(make_sku, make_buyers, live_db):
+    """MySQL refused it for want of stock (its unit dropped, a FAILED order):
+    the sweep settles it as decided, and its unit does not go back to Redis."""
+    from inventory.models import Sku
+    from orders.services.confirm import STOCK_REFUSAL
+
+    sku = make_sku(stock=3)
+    (user, _), = make_buyers(1)
+    Sku.objects.filter(pk=sku.sku_id).update(available_stock=0, frozen_stock=3)  # MySQL will refuse
+    res = reserve_direct(sku.sku_id, user.pk)
+    assert confirm_in_mysql(sku_id=sku.sku_id, batch=[res]).refused[0][1] == STOCK_REFUSAL
+    with mock.patch("inventory.messages.publisher.publish_confirms") as sent:
+        sweep = orphans_recover(sku_ids=[sku.sku_id], ahead_s=15)
+    assert (sweep.settled, sweep.republished) == ([res.order_id], [])
+    sent.assert_called_once_with([])
+    live = redis_live.live_stock(sku_id=sku.sku_id)
+    assert (live.inflight, live.available) == (0, 2)
+
+
+def test_an_undone_reservation_still_in_flight_is_settled_not_republished(make_sku, make_buyers, live_db):
+    """Decided undone with no order (a refused dead-letter replay): the sweep
+    reads the decision, not the orders, so it settles it and its unit returns."""
+    from inventory.services.decisions import reservation_undo_record
+
+    sku = make_sku(stock=3)
+    (user, _), = make_buyers(1)
+    res = reserve_direct(sku.sku_id, user.pk)
+    assert reservation_undo_record(reservation=res, reason="test", actor="t") is None
+    with mock.patch("inventory.messages.publisher.publish_confirms") as sent:
+        sweep = orphans_recover(sku_ids=[sku.sku_id], ahead_s=15)
+    assert (sweep.settled, sweep.republished) == ([res.order_id], [])
+    sent.assert_called_once_with([])
+    assert not Order.objects.filter(pk=res.order_id).exists()
+    assert_balanced(sku.sku_id)
 
 
 @override_settings(SECKILL_MESSAGE_CHUNK=50, SECKILL_ORPHAN_SWEEP_CAP=120)
