@@ -40,14 +40,14 @@ def _clean_stores():
     else:
         redis().flushdb()
     redis_trusted()
-    from inventory import messages
+    from inventory.messages import queues
     from seckill_site.celery import app
 
     with app.connection_for_write() as conn:
         # The test queues are the tests' own: delete them, so they are declared
         # again with exactly the arguments the code asks for (every partition
         # of the confirm stream a test may have used).
-        for queue in (settings.CELERY_QUEUE, *messages.confirm_queue_names_all(),
+        for queue in (settings.CELERY_QUEUE, *queues.confirm_queue_names_all(),
                       settings.CELERY_DEAD_LETTER_QUEUE):
             try:
                 conn.channel().queue_delete(queue)

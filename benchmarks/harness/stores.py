@@ -74,10 +74,10 @@ def fresh_stores() -> None:
     redis_fresh()
     from seckill_site.celery import app
 
-    from inventory import messages
+    from inventory.messages.queues import confirm_queue_names_all
 
     with app.connection_for_write() as c:
-        for q in (settings.CELERY_QUEUE, *messages.confirm_queue_names_all(), settings.CELERY_DEAD_LETTER_QUEUE):
+        for q in (settings.CELERY_QUEUE, *confirm_queue_names_all(), settings.CELERY_DEAD_LETTER_QUEUE):
             try:
                 c.channel().queue_delete(q)
             except Exception:

@@ -50,9 +50,9 @@ def beat_records(live_db):
 
 
 def _late() -> set[str]:
-    from inventory import selectors
+    from inventory import health
 
-    out = selectors._beat()
+    out = health._beat()
     return set() if out is None else set(out.removeprefix("error: late: ").split(", "))
 
 

@@ -1,6 +1,6 @@
 """Health records kept in Redis: the ping, the confirm consumers' beats, when
 each sweep last ran, and since when celery beat holds each task (the health
-check reads them all, inventory.selectors)."""
+check reads them all, inventory.health)."""
 from __future__ import annotations
 
 import time

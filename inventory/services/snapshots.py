@@ -264,7 +264,7 @@ def _claims_fence_pass(fence: ClaimsFence, token: str, partition: int) -> bool:
 
 def stock_fence_pass(*, sku_id: str, token: str, partition: int = 0) -> bool:
     """The confirm consumer reached this SKU's fence in `partition` of the
-    confirm stream (the SKU's own: inventory.messages.partition_of): every
+    confirm stream (the SKU's own: inventory.messages.queues.partition_of): every
     reservation of the SKU that was ahead of it is in MySQL, so a snapshot read
     now is exact. Load it, if that fence still stands (a copy of a passed
     fence, or the fence of an earlier loss, changes nothing). Returns True if

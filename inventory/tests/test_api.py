@@ -87,9 +87,9 @@ def _sweeps_just_ran() -> None:
 
 
 def _health(api):
-    from inventory import selectors
+    from inventory import health
 
-    selectors._health_cache.clear()
+    health._health_cache.clear()
     return api().get("/api/v1/health")
 
 
@@ -152,18 +152,19 @@ def test_health_names_a_partition_of_the_confirm_stream_that_no_consumer_takes(a
 
 
 def test_health_is_measured_at_most_once_a_second_over_one_broker_connection(api, live_db):
-    from inventory import messages, selectors
+    from inventory import health
+    from inventory.messages import broker_probe
 
-    selectors._health_cache.clear()
+    health._health_cache.clear()
     with mock.patch("inventory.redis.liveness.ping", wraps=liveness.ping) as ping:
         for _ in range(20):
             api().get("/api/v1/health")
     assert ping.call_count == 1
     conns = set()
     for _ in range(3):
-        selectors._health_cache.clear()
+        health._health_cache.clear()
         api().get("/api/v1/health")
-        conns.add(id(messages._probe.get("conn")))
+        conns.add(id(broker_probe._probe.get("conn")))
     assert len(conns) == 1 and None not in conns
 
 

@@ -16,7 +16,7 @@ from core.errors import (
 )
 from core.redis.calls import run_together
 from core.redis.errors import NotSent, RedisError, ShardDown
-from inventory import messages
+from inventory.messages import group_publisher
 from inventory.domain import Reservation, order_tag
 from inventory.redis import gate
 from inventory.redis.gate import ReserveResult
@@ -222,7 +222,7 @@ def _publish_or_undo(click: _Click, reservation: Reservation) -> None:
     copy the broker may still deliver can never become an order."""
     deadline = click.started + settings.SECKILL_PUBLISH_BUDGET_MS / 1000
     try:
-        messages.publish_confirm(reservation, deadline=deadline)
+        group_publisher.publish_confirm(reservation, deadline=deadline)
         if time.monotonic() <= deadline:
             return
         logger.warning("publish of %s confirmed past the budget; undoing it", reservation.order_id)

@@ -61,9 +61,10 @@ class OrderLife(RuleBasedStateMachine):
 
     # --- the broker is this machine ----------------------------------------------------
     def _capture(self):
-        return (mock.patch("inventory.messages.publish_confirm",
+        return (mock.patch("inventory.messages.group_publisher.publish_confirm",
                            side_effect=lambda r, deadline: self.confirms.append(r)),
-                mock.patch("inventory.messages.publish_gives", side_effect=lambda ps: self.gives.extend(ps)))
+                mock.patch("inventory.messages.celery_sends.publish_gives",
+                           side_effect=lambda ps: self.gives.extend(ps)))
 
     def _quietly(self, fn):
         a, b = self._capture()
