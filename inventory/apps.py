@@ -8,7 +8,7 @@ class InventoryConfig(AppConfig):
     verbose_name = _("Inventory")
 
     def ready(self) -> None:
-        from core.redis import on_new_instance
+        from core.redis.instance import on_new_instance
 
         from . import checks  # noqa: F401  (registers the system checks)
         from .permissions import ensure_groups

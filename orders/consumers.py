@@ -33,11 +33,11 @@ from kombu import Consumer
 
 from core.broker import broker_connect, broker_connection, broker_host
 from core.retry import until_done
-from core.redis import RedisError
+from core.redis.errors import RedisError
 from inventory.messages import encoding, names, publisher, queues
 from inventory.redis import liveness, snapshots as redis_snapshots
 from inventory.services.dead_letters import dead_letter_record
-from inventory.services.snapshots import stock_fence_pass
+from inventory.services.snapshots import fence_pass
 from orders.services.confirm import reservations_confirm
 
 logger = logging.getLogger(__name__)
@@ -160,12 +160,12 @@ class ConfirmConsumer(threading.Thread):
         # and it is sent again (redis_snapshots.FENCE_AGAIN_MS).
         # A SKU's fence comes in its SKU's partition, behind all its confirms; a
         # claims fence comes in every partition and passes once each has passed it.
-        for sku_id, token in dict(fences).items():
+        for fence, token in dict(fences).items():
             try:
-                until_done(lambda sku_id=sku_id, token=token: stock_fence_pass(
-                    sku_id=sku_id, token=token, partition=self.partition), idle=idle, what=f"fence of {sku_id}")
+                until_done(lambda fence=fence, token=token: fence_pass(
+                    fence=fence, token=token, partition=self.partition), idle=idle, what=f"pass of {fence}")
             except Exception as exc:
-                logger.warning("fence of %s not passed: %r", sku_id, exc)
+                logger.warning("%s not passed: %r", fence, exc)
 
     def _send_fences(self) -> None:
         """Send the fences that are due into the confirm stream, each to its
@@ -177,8 +177,8 @@ class ConfirmConsumer(threading.Thread):
         try:
             due = redis_snapshots.fences_due()
             if due:
-                publisher.publish_fences([(f.sku_id, f.token) for f in due])
-                logger.info("fences sent for %s", [f.sku_id for f in due])
+                publisher.publish_fences([(f.fence, f.token) for f in due])
+                logger.info("fences sent: %s", [f.fence for f in due])
         except Exception as exc:  # Redis or the broker away: the fences stay listed
             logger.warning("fences not sent: %r", exc)
 

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core.redis import RedisError
+from core.redis.errors import RedisError
 
 from inventory import selectors as inventory_selectors
 from inventory.messages import publisher

@@ -54,7 +54,7 @@ class Context:
 
 def inflight(sku_ids: list[str]) -> int:
     """Reservations in flight on the SKUs now (none counted of a Redis not answering)."""
-    from core.redis import RedisError
+    from core.redis.errors import RedisError
     from inventory.redis import live as redis_live
 
     n = 0

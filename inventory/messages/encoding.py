@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from inventory import signing
-from inventory.domain import Reservation
+from inventory.domain import Fence, Reservation, fence_name, fence_named
 from inventory.messages.names import CONFIRM_KIND, FENCE_KIND, KIND_HEADER, SIGNATURE_HEADER
 
 # Version 2 rows end with the unit price; a version 1 message (sent before
@@ -31,17 +31,18 @@ def confirm_encode(reservations: Sequence[Reservation]) -> tuple[bytes, dict[str
     return body, {SIGNATURE_HEADER: signing.sign_bytes(body), KIND_HEADER: CONFIRM_KIND}
 
 
-def fence_encode(fences: Sequence[tuple[str, str]]) -> tuple[bytes, dict[str, str]]:
-    """Fences of SKUs whose snapshot Redis lost: (sku_id, fence token) pairs
-    (inventory.services.snapshots.stock_fence_pass)."""
-    body = json.dumps({"v": FENCE_FORMAT_VERSION, "f": [list(f) for f in fences]}, separators=(",", ":")).encode()
+def fence_encode(fences: Sequence[tuple[Fence, str]]) -> tuple[bytes, dict[str, str]]:
+    """(fence, token) pairs, each fence by its name (inventory.domain.fence_name;
+    inventory.services.snapshots.fence_pass)."""
+    rows = [[fence_name(fence), token] for fence, token in fences]
+    body = json.dumps({"v": FENCE_FORMAT_VERSION, "f": rows}, separators=(",", ":")).encode()
     return body, {SIGNATURE_HEADER: signing.sign_bytes(body), KIND_HEADER: FENCE_KIND}
 
 
 @dataclass(frozen=True)
 class Decoded:
     reservations: list[Reservation]
-    fences: list[tuple[str, str]]
+    fences: list[tuple[Fence, str]]
 
 
 def message_decode(body: bytes | str, headers: dict | None) -> Decoded:
@@ -58,7 +59,7 @@ def message_decode(body: bytes | str, headers: dict | None) -> Decoded:
             fences = [(sku, token) for sku, token in data["f"]]
             if not all(isinstance(x, str) for f in fences for x in f):
                 raise BadMessage("malformed fence")
-            return Decoded([], fences)
+            return Decoded([], [(fence_named(name), token) for name, token in fences])
         out = []
         width = 7 if data["v"] == 1 else 8
         for row in data["r"]:

@@ -16,7 +16,7 @@ from django.conf import settings
 from kombu import Connection
 
 from core.broker import broker_connect, broker_connection, broker_host
-from inventory.domain import Reservation
+from inventory.domain import Fence, Reservation
 from inventory.messages.encoding import confirm_encode, fence_encode
 from inventory.messages.queues import confirm_queue, dead_letter_queue, fence_partitions, partition_of
 
@@ -147,11 +147,11 @@ def publish_confirms(reservations: Sequence[Reservation]) -> int:
     return sent
 
 
-def publish_fences(fences: Sequence[tuple[str, str]]) -> None:
+def publish_fences(fences: Sequence[tuple[Fence, str]]) -> None:
     """Send fences into the confirm stream, each behind everything already in
     its partition(s) (fence_partitions; confirmed by the broker, or raises)."""
     chunk = settings.SECKILL_MESSAGE_CHUNK
-    routed: dict[int, list[tuple[str, str]]] = defaultdict(list)
+    routed: dict[int, list[tuple[Fence, str]]] = defaultdict(list)
     for fence in fences:
         for partition in fence_partitions(fence[0]):
             routed[partition].append(fence)

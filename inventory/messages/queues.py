@@ -13,7 +13,7 @@ import zlib
 from django.conf import settings
 from kombu import Exchange, Queue
 
-from accounts.token_cache import CLAIMS_FENCE_PREFIX
+from inventory.domain import ClaimsFence, Fence
 
 
 def partitions() -> int:
@@ -76,8 +76,8 @@ def dead_letter_queue() -> Queue:
     return settings.CELERY_DEAD_LETTER
 
 
-def fence_partitions(name: str) -> list[int]:
+def fence_partitions(fence: Fence) -> list[int]:
     """The partitions a fence goes to: a SKU's fence to its SKU's (behind every
     confirm of that SKU); a shard's claims fence, whose claims named
     reservations of any SKU, to every one (it passes once every copy has)."""
-    return list(range(partitions())) if name.startswith(CLAIMS_FENCE_PREFIX) else [partition_of(name)]
+    return list(range(partitions())) if isinstance(fence, ClaimsFence) else [partition_of(fence.sku_id)]

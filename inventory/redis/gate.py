@@ -9,7 +9,8 @@ from typing import Sequence
 
 from django.conf import settings
 
-from core.redis import Call, redis
+from core.redis.calls import Call
+from core.redis.connection import redis
 from inventory.domain import Reservation
 from inventory.redis.keys import (
     Freeze, FreezeCancel, Give, Hold, Meta, Reserve, UndoOutcome, _chunks, _ms, _s, _script, sku_keys,

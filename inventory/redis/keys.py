@@ -3,7 +3,7 @@ script outcome.
 
 All keys of one SKU share the hash tag `{<sku>}`, so each script touches a
 single Cluster slot. Scripts are the files of `inventory/lua/`, prefixed with
-the shared definitions and loaded once (core.redis.Scripts). Each enum names
+the shared definitions and loaded once (core.redis.scripts.Scripts). Each enum names
 the script it mirrors (`@_scripts.returns`), so a test can hold the two
 side by side (inventory/tests/test_lua_codes.py).
 """
@@ -17,7 +17,9 @@ from typing import Iterable, Sequence
 
 from django.conf import settings
 
-from core.redis import Scripts, key, redis, tagged, text
+from core.redis.connection import redis
+from core.redis.keys import key, tagged, text
+from core.redis.scripts import Scripts
 
 LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 # Scripts that answer data (lists, counts, a new figure), not an outcome.

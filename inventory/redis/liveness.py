@@ -6,7 +6,10 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-from core.redis import RedisError, clustered, redis, shards, text
+from core.redis.connection import clustered, redis
+from core.redis.errors import RedisError
+from core.redis.keys import text
+from core.redis.shards import shards
 from inventory.redis.keys import BEAT_HELD_KEY, BEAT_STARTED_KEY, CONSUMERS_KEY, SWEEPS_KEY
 
 

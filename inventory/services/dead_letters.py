@@ -46,7 +46,7 @@ from django.utils.translation import gettext_lazy as _
 from kombu.exceptions import KombuError
 
 from core.errors import DomainError, Unavailable
-from core.redis import RedisError
+from core.redis.errors import RedisError
 from inventory import selectors, signing
 from inventory.messages import celery_sends, encoding, names, publisher, queues
 from inventory.redis import gate, keys as redis_keys

@@ -10,7 +10,9 @@ from django.test.utils import CaptureQueriesContext
 
 from testsupport import wait_until
 from testsupport.factories import unique
-from core.redis import RedisError, redis
+from core.redis.connection import redis
+from core.redis.errors import RedisError
+from inventory.domain import SkuFence
 from inventory.redis import gate, keys as redis_keys, live as redis_live, liveness, snapshots as redis_snapshots
 from inventory.models import Sku
 from reconciliation.tasks import ORPHANS_RECOVER_TASK
@@ -65,13 +67,13 @@ def test_a_sku_redis_lost_is_fenced_on_read_and_loaded_when_the_fence_passes(api
     assert api(buyer).get(f"/api/v1/skus/{sku.sku_id}").json()["available"] == 3  # MySQL's figure meanwhile
     assert redis_live.live_stock(sku_id=sku.sku_id) is None
     token = redis_snapshots.fence_token(sku_id=sku.sku_id)
-    assert token and sku.sku_id in redis_snapshots.fences_listed()
+    assert token and SkuFence(sku.sku_id) in redis_snapshots.fences_listed()
     assert not stock_fence_pass(sku_id=sku.sku_id, token="someone-else|0")  # not this fence: nothing
     assert redis_live.live_stock(sku_id=sku.sku_id) is None
     assert stock_fence_pass(sku_id=sku.sku_id, token=token)
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 3
     assert redis_snapshots.fence_token(sku_id=sku.sku_id) is None
-    assert sku.sku_id not in redis_snapshots.fences_listed()
+    assert SkuFence(sku.sku_id) not in redis_snapshots.fences_listed()
     assert Sku.objects.get(pk=sku.sku_id).redis_epoch == 2
     assert not stock_fence_pass(sku_id=sku.sku_id, token=token)  # a copy of a passed fence changes nothing
 

@@ -14,7 +14,7 @@ from testsupport import wait_until
 from testsupport.factories import unique
 from testsupport.purchase import publish, reserve_direct
 from testsupport.stores import assert_balanced, confirmed, settled
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.messages import encoding, names
 from inventory.redis import gate, keys as redis_keys, live as redis_live
 from inventory.models import DeadLetter, InventoryLog

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from testsupport.purchase import rebuild_lost
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.services import gives, stock
 from inventory.models import OutboxMessage

@@ -3,6 +3,7 @@ publish at the same moment share a message, each keeps its own budget, and
 the broker holds every reservation exactly once."""
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import zlib
@@ -15,7 +16,7 @@ from django.conf import settings
 from kombu import Connection, Consumer
 
 from inventory.messages import broker_probe, encoding, group_publisher, publisher, queues
-from inventory.domain import Reservation
+from inventory.domain import ClaimsFence, Reservation, SkuFence
 from testsupport import wait_until
 
 pytestmark = pytest.mark.usefixtures("no_worker")
@@ -197,19 +198,29 @@ def test_a_skus_fence_follows_its_confirms_in_its_partition_and_the_claims_fence
         partitioned):
     a, b, _c = skus_across(PARTITIONS)  # in partitions 0, 1 and 2
     publisher.publish_confirms([reservation(a), reservation(b), reservation(a)])
-    claims = "@claims:test"
-    publisher.publish_fences([(a, "t-a"), (b, "t-b"), (claims, "t-claims")])
+    claims = ClaimsFence("test")
+    publisher.publish_fences([(SkuFence(a), "t-a"), (SkuFence(b), "t-b"), (claims, "t-claims")])
     publisher.publish_confirms([reservation(a)])  # sent after the fence: not promised before it
 
-    def stream(k: int) -> list[tuple[str, str]]:
+    def stream(k: int) -> list[tuple[str, object]]:
         out = []
         for d in drain_partition(k):
-            out += [("r", r.sku_id) for r in d.reservations] + [("f", name) for name, _token in d.fences]
+            out += [("r", r.sku_id) for r in d.reservations] + [("f", fence) for fence, _token in d.fences]
         return out
 
-    assert stream(0) == [("r", a), ("r", a), ("f", a), ("f", claims), ("r", a)]
-    assert stream(1) == [("r", b), ("f", b), ("f", claims)]
+    assert stream(0) == [("r", a), ("r", a), ("f", SkuFence(a)), ("f", claims), ("r", a)]
+    assert stream(1) == [("r", b), ("f", SkuFence(b)), ("f", claims)]
     assert stream(2) == [("f", claims)]
+
+
+def test_a_fence_message_names_its_fences_as_every_version_did():
+    """A SKU's fence travels as its id, a shard's claims fence as
+    "@claims:<shard tag>": a message an earlier version queued reads as the
+    same fences, and one sent now reads in a worker of that version."""
+    fences = [(SkuFence("A-1"), "t1"), (ClaimsFence("s7"), "t2"), (ClaimsFence(""), "t3")]
+    body, headers = encoding.fence_encode(fences)
+    assert json.loads(body)["f"] == [["A-1", "t1"], ["@claims:s7", "t2"], ["@claims:", "t3"]]
+    assert encoding.message_decode(body, headers).fences == fences
 
 
 def test_the_depth_sums_every_partition(partitioned):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from celery import current_app
 
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import liveness
 from inventory.redis.keys import SWEEPS_KEY
 from inventory.sweeps import sweep_task

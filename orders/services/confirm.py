@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from core import db
 from core.retry import is_transient, until_done
-from core.redis import RedisError
+from core.redis.errors import RedisError
 from inventory import selectors as inventory_selectors
 from inventory.redis import gate
 from inventory.redis.keys import Hold

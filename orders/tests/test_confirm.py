@@ -9,7 +9,7 @@ from kombu import Connection, Producer
 from testsupport import wait_until
 from testsupport.purchase import publish, reserve_direct
 from testsupport.stores import assert_balanced, decr_log_by_order, settled
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.messages import encoding, names, queues
 from inventory.redis import gate, keys as redis_keys, live as redis_live
 from inventory.models import DeadLetter, InventoryLog, Sku

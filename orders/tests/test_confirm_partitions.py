@@ -15,8 +15,9 @@ from django.conf import settings as django_settings
 from kombu import Connection, Consumer
 
 from accounts import token_cache
-from core.redis import shards
+from core.redis.shards import shards
 from inventory.messages import broker_probe, encoding, queues
+from inventory.domain import ClaimsFence
 from inventory.redis import snapshots as redis_snapshots
 from inventory.services.skus import sku_create
 from orders.models import Order
@@ -141,8 +142,8 @@ def test_the_claims_fence_waits_for_the_copy_of_every_partition(partitioned):
         worker = start_worker(partitioned, name=f"partc-{uuid.uuid4().hex[:6]}")
         try:
             assert [c["active"] for c in consumers_of(queue.name)] == [True, False]  # ours, then the worker's
-            name, token = token_cache.tokens_distrust(shard=shard, delay_ms=0)
-            redis_snapshots.fence_list(name=name, token=token)
+            token = token_cache.tokens_distrust(shard=shard, delay_ms=0)
+            redis_snapshots.fence_list(standing=redis_snapshots.StandingFence(ClaimsFence(shard.tag), token))
 
             def copy_held() -> bool:
                 try:
@@ -163,6 +164,6 @@ def test_the_claims_fence_waits_for_the_copy_of_every_partition(partitioned):
     try:
         wait_until(lambda: shard.client.get(fence) is None, timeout=20, what="the claims fence lifted")
         assert not shard.client.exists(passed)
-        assert name not in redis_snapshots.fences_listed()
+        assert ClaimsFence(shard.tag) not in redis_snapshots.fences_listed()
     finally:
         worker.stop()

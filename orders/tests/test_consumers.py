@@ -15,7 +15,7 @@ from testsupport.http import accepted_ids, sell
 from testsupport.processes import start_worker
 from testsupport.purchase import publish, rebuild_lost, reserve_direct
 from testsupport.stores import assert_balanced, rabbitmq_queue, settled
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import gate, keys as redis_keys, snapshots as redis_snapshots
 from inventory.models import DeadLetter, InventoryLog, Sku
 from orders.models import Order

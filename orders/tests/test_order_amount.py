@@ -105,7 +105,7 @@ def test_price_text_is_two_places_and_price_of_refuses_what_is_not_a_price():
 
 
 def _client():
-    from core.redis import redis
+    from core.redis.connection import redis
     return redis()
 
 

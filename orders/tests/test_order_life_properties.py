@@ -26,7 +26,7 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
 
 from accounts import token_cache
 from testsupport.purchase import fence_reached
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.domain import Reservation
 from inventory.redis import gate, snapshots as redis_snapshots
 from core.errors import DomainError

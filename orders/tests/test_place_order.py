@@ -11,7 +11,8 @@ from django.test.utils import CaptureQueriesContext
 from testsupport import wait_until
 from testsupport.http import post_order as buy
 from testsupport.stores import assert_balanced, settled
-from core.redis import RedisError, redis
+from core.redis.connection import redis
+from core.redis.errors import RedisError
 from inventory.redis import gate, keys as redis_keys, live as redis_live
 from orders.models import Order
 

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from django.core import mail
 
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.messages import names
 from inventory.redis import keys as redis_keys
 from inventory.services.dead_letters import dead_letter_record
