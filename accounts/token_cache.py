@@ -37,7 +37,12 @@ from pathlib import Path
 from django.conf import settings
 
 from core.lua_layout import CODES_IN_HEADER, DATA, Layout, many
-from core.redis import Call, Scripts, Shard, instance_check, key, redis, shard_of, tagged, text
+from core.redis.calls import Call
+from core.redis.connection import redis
+from core.redis.instance import instance_check
+from core.redis.keys import key, tagged, text
+from core.redis.scripts import Scripts
+from core.redis.shards import Shard, shard_of
 
 _scripts = Scripts(Path(__file__).resolve().parent / "lua")
 AUTH_FAILURE_WINDOW_SECONDS = 60
@@ -256,21 +261,14 @@ def auth_failure_count(*, client: str) -> int:
 # The claims live with their token on one shard. A new instance (a restart, a
 # promoted replica) or a wipe takes them, while the reservations they named
 # may still be in the broker: MySQL cannot answer for them yet. So the check of
-# the new instance (core.redis.instance_check) drops every token key the shard
-# held and raises the shard's claims fence; a token whose record must then be
+# the new instance (core.redis.instance.instance_check) drops every token key
+# the shard held and raises the shard's claims fence; a token whose record must then be
 # filled waits (503) until the fence's message came out of the confirm queue,
 # and its fill reads the claims its user's orders made from MySQL, once.
 
-CLAIMS_FENCE_PREFIX = "@claims:"  # the fence's name among the SKU fences (no SKU id starts with "@")
-
-
 def claims_fence_key(tag: str) -> str:
+    """The claims fence of the shard whose hash tag is `tag` ("": the one Redis)."""
     return key("claims-fence") if not tag else f"{tagged(tag)}:claims-fence"
-
-
-def claims_fence_key_of(name: str) -> str:
-    """The key of the claims fence listed as `name` ("@claims:<shard tag>")."""
-    return claims_fence_key(name[len(CLAIMS_FENCE_PREFIX):])
 
 
 def claims_fence_passed_key(fence_key: str) -> str:
@@ -278,21 +276,22 @@ def claims_fence_passed_key(fence_key: str) -> str:
     return f"{fence_key}:passed"
 
 
-def tokens_distrust(*, shard: Shard, delay_ms: int) -> tuple[str, str]:
+def tokens_distrust(*, shard: Shard, delay_ms: int) -> str:
     """Raise the shard's claims fence, then drop every token key it holds.
-    Returns the fence's name and token, for the caller to list and send."""
+    Returns the fence's token, for the caller to list and send the fence."""
     fence = claims_fence_key(shard.tag)
     token = text(CLAIMS_FENCE_RAISE_LUA.run(fence=fence, passed=claims_fence_passed_key(fence),
                                             fence_id=uuid.uuid4().hex, delay_ms=delay_ms))
     shard.unlink_matching(f"{key('auth')}:{{*")
-    return CLAIMS_FENCE_PREFIX + shard.tag, token
+    return token
 
 
-def claims_fence_pass(*, name: str, token: str, partition: int = 0, partitions: int = 1) -> ClaimsFencePass:
-    """A copy of the claims fence came out of `partition` of the confirm stream
-    (of `partitions`): the fence is lifted once a copy passed in every one,
-    since the lost claims named reservations of any SKU, in any partition."""
-    fence = claims_fence_key_of(name)
+def claims_fence_pass(*, shard_tag: str, token: str, partition: int = 0, partitions: int = 1) -> ClaimsFencePass:
+    """A copy of the claims fence of the shard tagged `shard_tag` came out of
+    `partition` of the confirm stream (of `partitions`): the fence is lifted
+    once a copy passed in every one, since the lost claims named reservations
+    of any SKU, in any partition."""
+    fence = claims_fence_key(shard_tag)
     raw = CLAIMS_FENCE_PASS_LUA.run(fence=fence, passed=claims_fence_passed_key(fence), token=token,
                                     partition=partition, partitions=partitions)
     return ClaimsFencePass(int(raw))

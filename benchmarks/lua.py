@@ -14,7 +14,7 @@ CPU is the script's), creates two SKUs the way the app does
 project's own code) in a database of its own (seckill_lua): one selling (a
 stock no run can sell out, no per-user limit in reach), one sold out (stock 0);
 checks one reserve of each through the app's own call (inventory.redis.gate:
-OK and SOLD_OUT), then drives EVALSHA of that script (as core.redis assembles
+OK and SOLD_OUT), then drives EVALSHA of that script (as core.redis.scripts assembles
 and loads it: core/lua/_lib.lua, inventory/lua/_lib.lua, reserve.lua) with the
 app's keys and arguments with redis-benchmark, the buyer, idempotency key and
 order id random on every call (__rand_int__), so each selling call takes a
@@ -190,7 +190,7 @@ def _figures(rows: dict[str, list[dict]]) -> dict[str, float]:
 
 
 def measure(server: OwnRedis, args) -> int:
-    from core.redis import redis
+    from core.redis.connection import redis
     from inventory.redis.live import live_stock
 
     selling, sold_out = _skus_checked()

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from core.redis import Call, Scripts
+from core.redis.calls import Call
+from core.redis.scripts import Scripts
 
 
 class Answers(enum.Enum):
@@ -133,7 +134,7 @@ class Layout:
         return list(keys), list(args)
 
     def call(self, *sources, **values) -> Call:
-        """The call, to ride in a pipeline (core.redis.run_together)."""
+        """The call, to ride in a pipeline (core.redis.calls.run_together)."""
         keys, args = self._build(sources, values)
         return Call(self.script, keys, args)
 

@@ -1,4 +1,5 @@
-"""Small records every layer shares, and the SKU-id alphabet. No I/O here."""
+"""Small records every layer shares, the fences and their names, and the
+SKU-id alphabet. No I/O here."""
 from __future__ import annotations
 
 import re
@@ -9,6 +10,8 @@ from decimal import Decimal, InvalidOperation
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy
 
+from core.redis.keys import text
+
 # The in-flight entry's head since it carries the unit price (lua/_lib.lua).
 _INFLIGHT_V2 = "v2|"
 CENTS = Decimal("0.01")
@@ -16,8 +19,8 @@ CENTS = Decimal("0.01")
 # The SKU-id alphabet (the contract's): every key of a SKU carries its id as
 # the Redis Cluster hash tag `{<sku>}` (inventory.redis.keys), so no brace may
 # be in it (an id starting with `}` makes an empty tag, its keys spread over
-# slots and every script on them is CROSSSLOT); no `@` (the claims fences'
-# names, accounts.token_cache.CLAIMS_FENCE_PREFIX); no SCAN glob character;
+# slots and every script on them is CROSSSLOT); no `@` (where fences are
+# listed and sent, a claims fence is `@claims:<tag>`: `fence_name`); no SCAN glob character;
 # nothing a URL path or a spreadsheet cell could read otherwise. Written with
 # plain ranges, so Python, JSON Schema (ECMA 262) and Rust's regex read it alike.
 SKU_ID_MAX = 64
@@ -59,12 +62,12 @@ class Reservation:
 
     @classmethod
     def from_entry(cls, sku_id: str, order_id: str | bytes, entry: str | bytes) -> "Reservation":
-        text = _text(entry)
-        if text.startswith(_INFLIGHT_V2):
-            user, qty, ms, epoch, price, key = text[len(_INFLIGHT_V2):].split("|", 5)
+        fields = text(entry)
+        if fields.startswith(_INFLIGHT_V2):
+            user, qty, ms, epoch, price, key = fields[len(_INFLIGHT_V2):].split("|", 5)
         else:
-            (user, qty, ms, epoch, key), price = text.split("|", 4), ""
-        return cls(_text(order_id), sku_id, int(user), int(qty), key, int(ms), int(epoch), price)
+            (user, qty, ms, epoch, key), price = fields.split("|", 4), ""
+        return cls(text(order_id), sku_id, int(user), int(qty), key, int(ms), int(epoch), price)
 
 
 def price_text(price: Decimal | int | str) -> str:
@@ -88,5 +91,39 @@ def order_tag(sku_id: str) -> str:
     return f"{zlib.crc32(sku_id.encode()):08x}"
 
 
-def _text(v: str | bytes) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
+@dataclass(frozen=True)
+class SkuFence:
+    """The fence over a SKU whose snapshot Redis lost: its rebuild waits until
+    the fence comes out of the SKU's partition of the confirm stream."""
+
+    sku_id: str
+
+
+@dataclass(frozen=True)
+class ClaimsFence:
+    """The fence over a lost shard's key claims (accounts.token_cache): it
+    comes out of every partition of the confirm stream before it is lifted."""
+
+    shard_tag: str  # "" for the one Redis
+
+
+Fence = SkuFence | ClaimsFence
+
+# A fence is named by these two functions alone, wherever a name carries it:
+# the list of fences to send (inventory.redis.snapshots) and a fence message's
+# body (inventory.messages). A SKU's fence is its SKU's id, a shard's claims
+# fence "@claims:<shard tag>" (no SKU id holds an "@"): the names an earlier
+# version listed in Redis and sent into queues that may still hold them.
+_CLAIMS_FENCE_NAME = "@claims:"
+
+
+def fence_name(fence: Fence) -> str:
+    if isinstance(fence, ClaimsFence):
+        return _CLAIMS_FENCE_NAME + fence.shard_tag
+    return fence.sku_id
+
+
+def fence_named(name: str) -> Fence:
+    if name.startswith(_CLAIMS_FENCE_NAME):
+        return ClaimsFence(name[len(_CLAIMS_FENCE_NAME):])
+    return SkuFence(name)

@@ -33,11 +33,11 @@ from kombu import Consumer
 
 from core.broker import broker_connect, broker_connection, broker_host
 from core.retry import until_done
-from core.redis import RedisError
-from inventory import messages
+from core.redis.errors import RedisError
+from inventory.messages import encoding, names, publisher, queues
 from inventory.redis import liveness, snapshots as redis_snapshots
-from inventory.services.gives import dead_letter_record
-from inventory.services.snapshots import stock_fence_pass
+from inventory.services.dead_letters import dead_letter_record
+from inventory.services.snapshots import fence_pass
 from orders.services.confirm import reservations_confirm
 
 logger = logging.getLogger(__name__)
@@ -100,8 +100,8 @@ class ConfirmConsumer(threading.Thread):
             self.node = broker_host(conn)
             channel = conn.channel()
             channel.basic_qos(0, batch_size, False)
-            messages.dead_letter_queue()(channel).declare()
-            queue = messages.confirm_queue(self.partition)(channel)
+            queues.dead_letter_queue()(channel).declare()
+            queue = queues.confirm_queue(self.partition)(channel)
             queue.declare()
             buffer: list = []
             # The tag names the worker and partition, so `rabbitmqctl list_consumers`
@@ -140,15 +140,15 @@ class ConfirmConsumer(threading.Thread):
         reservations, fences = [], []
         for message in batch:
             try:
-                decoded = messages.message_decode(message.body, message.headers)
+                decoded = encoding.message_decode(message.body, message.headers)
                 reservations += decoded.reservations
                 fences += decoded.fences
-            except messages.BadMessage as exc:
+            except encoding.BadMessage as exc:
                 logger.error("refused confirm message: %s", exc)
                 raw = message.body
                 body = (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw))[:10000]
                 until_done(lambda body=body, exc=exc: dead_letter_record(
-                    task_name=messages.CONFIRM_KIND, payload={"body": body}, reason=f"refused: {exc}"),
+                    task_name=names.CONFIRM_KIND, payload={"body": body}, reason=f"refused: {exc}"),
                     idle=idle, what="dead letter")
         if reservations:
             reservations_confirm(reservations=reservations, idle=idle)
@@ -160,12 +160,12 @@ class ConfirmConsumer(threading.Thread):
         # and it is sent again (redis_snapshots.FENCE_AGAIN_MS).
         # A SKU's fence comes in its SKU's partition, behind all its confirms; a
         # claims fence comes in every partition and passes once each has passed it.
-        for sku_id, token in dict(fences).items():
+        for fence, token in dict(fences).items():
             try:
-                until_done(lambda sku_id=sku_id, token=token: stock_fence_pass(
-                    sku_id=sku_id, token=token, partition=self.partition), idle=idle, what=f"fence of {sku_id}")
+                until_done(lambda fence=fence, token=token: fence_pass(
+                    fence=fence, token=token, partition=self.partition), idle=idle, what=f"pass of {fence}")
             except Exception as exc:
-                logger.warning("fence of %s not passed: %r", sku_id, exc)
+                logger.warning("%s not passed: %r", fence, exc)
 
     def _send_fences(self) -> None:
         """Send the fences that are due into the confirm stream, each to its
@@ -177,8 +177,8 @@ class ConfirmConsumer(threading.Thread):
         try:
             due = redis_snapshots.fences_due()
             if due:
-                messages.publish_fences([(f.sku_id, f.token) for f in due])
-                logger.info("fences sent for %s", [f.sku_id for f in due])
+                publisher.publish_fences([(f.fence, f.token) for f in due])
+                logger.info("fences sent: %s", [f.fence for f in due])
         except Exception as exc:  # Redis or the broker away: the fences stay listed
             logger.warning("fences not sent: %r", exc)
 
@@ -213,7 +213,7 @@ class ConfirmConsumerStep(bootsteps.StartStopStep):
 
     def start(self, parent) -> None:
         name = getattr(parent, "hostname", None)
-        self.consumers = [ConfirmConsumer(name=name, partition=k) for k in range(messages.partitions())]
+        self.consumers = [ConfirmConsumer(name=name, partition=k) for k in range(queues.partitions())]
         for consumer in self.consumers:
             consumer.start()
 

@@ -121,12 +121,6 @@ def orders_in_flight(*, user_id: int, token: str) -> list[OrderView]:
     return sorted(views, key=lambda v: (v.created_at, v.order_id), reverse=True)
 
 
-def order_states(*, order_ids: list[str]) -> dict[str, tuple[str, str]]:
-    """Status and failure reason of the orders MySQL has among these ids."""
-    return {oid: (st, why) for oid, st, why in
-            Order.objects.filter(order_id__in=order_ids).values_list("order_id", "status", "failure_reason")}
-
-
 def user_key_claims(user_id: int) -> list[tuple[str, token_cache.KeyClaim]]:
     """What the user's Idempotency-Keys made within their lifetime, as MySQL has
     it (a token whose claims a Redis shard lost reads them once, accounts)."""

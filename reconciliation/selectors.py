@@ -225,10 +225,10 @@ def dead_letters_count() -> int:
 def confirm_queue_depth() -> int | None:
     """Messages waiting in the confirm stream (every partition's summed); None
     when the broker cannot be asked."""
-    from inventory import messages
+    from inventory.messages import broker_probe
 
     try:
-        return messages.confirm_queue_depth().messages
+        return broker_probe.confirm_queue_depth().messages
     except Exception:  # the page reports the broker as unreachable, it does not fail
         return None
 

@@ -12,24 +12,24 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core.redis import RedisError
+from core.redis.errors import RedisError
 
-from inventory import messages, selectors as inventory_selectors
-from inventory.redis import gate, live as redis_live, snapshots as redis_snapshots
-from inventory.models import DeadLetter, InventoryLog, Sku
+from inventory import selectors as inventory_selectors
+from inventory.messages import publisher
+from inventory.models import ReservationDecision, Sku
+from inventory.redis import gate, live as redis_live
 from inventory.services import gives as give_services, stock as stock_services
 from inventory.services.locks import skus_lock
+from inventory.services.orphans import fences_relist, orphans_reschedule
 from inventory.services.skus import sku_sale_data_push
 from inventory.services.snapshots import Warm, stock_warm
-from orders import selectors as order_selectors
-from orders.models import Order
 from orders.services.confirm import reservations_settle_known
-from reconciliation import alerts
+from reconciliation import alerts, selectors
 from reconciliation.models import Finding, ReconciliationRun, SkuReconciliation
 
 logger = logging.getLogger(__name__)
 
-STATE_CHUNK = 500
+DECISIONS_CHUNK = 500
 
 
 @dataclass
@@ -45,23 +45,23 @@ def orphans_recover(*, sku_ids: list[str] | None = None, cap: int | None = None,
     Its message may be lost (web process killed between the Lua call and the
     publish, broker lost it, it was dead-lettered while a store was down). A
     reservation that is merely slow is not republished again before its next
-    deadline, which moves further out as it ages (gate.due); at most
-    `cap` per SKU per sweep, in messages of a bounded size. An order MySQL
-    already has is settled instead.
+    deadline, which moves further out as it ages (orphans_reschedule); at most
+    `cap` per SKU per sweep, in messages of a bounded size. A reservation MySQL
+    already decided (its ReservationDecision) is settled as decided instead.
     """
     cap = cap or settings.SECKILL_ORPHAN_SWEEP_CAP
     sweep = OrphanSweep()
     sku_ids = sku_ids if sku_ids is not None else inventory_selectors.sku_ids_sweepable()
-    # A fence never listed is a message never sent, too (redis_snapshots.fences_relist).
+    # A fence never listed is a message never sent, too (fences_relist).
     try:
-        if redis_snapshots.fences_relist(sku_ids=sku_ids):
+        if fences_relist(sku_ids=sku_ids):
             logger.warning("orphan sweep: listed a fence again")
     except RedisError as exc:  # a shard down: the next sweep lists them
         logger.warning("orphan sweep: fences not relisted: %r", exc)
     unreachable = []
     for sku_id in sku_ids:
         try:
-            due = gate.due(sku_id=sku_id, cap=cap, ahead_ms=int(ahead_s * 1000))
+            due = orphans_reschedule(sku_id=sku_id, cap=cap, ahead_ms=int(ahead_s * 1000))
         except RedisError:
             # Its shard is down (a cluster's master lost, its replica not promoted
             # yet): the SKUs of the other shards are swept meanwhile.
@@ -69,15 +69,12 @@ def orphans_recover(*, sku_ids: list[str] | None = None, cap: int | None = None,
             continue
         if not due:
             continue
-        ids = [r.order_id for r in due]
-        states: dict[str, tuple[str, str]] = {}
-        for i in range(0, len(ids), STATE_CHUNK):
-            states.update(order_selectors.order_states(order_ids=ids[i:i + STATE_CHUNK]))
-        if states:
-            reservations_settle_known(sku_id=sku_id, states=states)
-            sweep.settled += list(states)
-        lost = [r for r in due if r.order_id not in states]
-        messages.publish_confirms(lost)
+        decided = _decisions(order_ids=[r.order_id for r in due])
+        if decided:
+            reservations_settle_known(sku_id=sku_id, decided=decided)
+            sweep.settled += list(decided)
+        lost = [r for r in due if r.order_id not in decided]
+        publisher.publish_confirms(lost)
         sweep.republished += [r.order_id for r in lost]
     if sweep.republished or sweep.settled:
         logger.warning("orphan sweep: republished %d, settled %d (first: %s)", len(sweep.republished),
@@ -88,6 +85,15 @@ def orphans_recover(*, sku_ids: list[str] | None = None, cap: int | None = None,
         logger.warning("orphan sweep: %d SKU(s) not swept, their Redis shard unreachable: %s", len(unreachable),
                        unreachable[:10])
     return sweep
+
+
+def _decisions(*, order_ids: list[str]) -> dict[str, str]:
+    """The outcome of each of these reservations MySQL decided (order id ->
+    ReservationDecision.Outcome), read in bounded chunks."""
+    decided: dict[str, str] = {}
+    for i in range(0, len(order_ids), DECISIONS_CHUNK):
+        decided.update(inventory_selectors.reservation_decisions(order_ids=order_ids[i:i + DECISIONS_CHUNK]))
+    return decided
 
 
 # --- The reconciliation run -----------------------------------------------------
@@ -130,12 +136,10 @@ def sku_measure(*, sku_id: str) -> Measure | None:
         seen = gate.observe(sku_id=sku_id, op_ids=[g.op_id for g in gives] + [f.op_id for f in freezes])
         if seen.available is None:
             return Measure(sku, None)
-        ids = [r.order_id for r in seen.inflight]
-        # A FAILED order took nothing in MySQL: its reservation still counts as in flight.
-        taken = set()
-        for i in range(0, len(ids), STATE_CHUNK):
-            taken |= set(Order.objects.filter(pk__in=ids[i:i + STATE_CHUNK]).exclude(status=Order.Status.FAILED)
-                         .values_list("order_id", flat=True))
+        # Only a confirmed reservation took units in MySQL; a refused one (a FAILED
+        # order) took nothing, so until it is settled it still counts as in flight.
+        taken = {oid for oid, outcome in _decisions(order_ids=[r.order_id for r in seen.inflight]).items()
+                 if outcome == ReservationDecision.Outcome.CONFIRMED}
         version = redis_live.live_stock(sku_id=sku_id)
     in_flight = sum(r.quantity for r in seen.inflight if r.order_id not in taken)
     unapplied = sum(g.quantity for g in gives if not seen.applied.get(g.op_id))
@@ -200,11 +204,11 @@ def _run(*, trigger: str, observe_gap_s: float, sku_ids: list[str] | None) -> Re
         if sweep.settled:
             findings.append(Finding(run=run, kind=Finding.Kind.INFLIGHT_SETTLED, repaired=True,
                                     ids=",".join(sweep.settled)[:20000],
-                                    detail=f"{len(sweep.settled)} confirmed order(s) settled in Redis"))
+                                    detail=f"{len(sweep.settled)} reservation(s) MySQL had decided settled in Redis"))
         findings += _resend_stale_gives(run)
         findings += _cancel_stale_freezes(run)
         findings += _reconcile_each(run, live, observe_gap_s)
-        dead = DeadLetter.objects.filter(status=DeadLetter.Status.OPEN).count()
+        dead = selectors.dead_letters_count()
         if dead:
             findings.append(Finding(run=run, kind=Finding.Kind.DEAD_LETTERS, mysql_value=dead,
                                     detail=f"{dead} dead letter(s) in the admin"))
@@ -319,13 +323,10 @@ def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Fi
 
 def _repair(run: ReconciliationRun, sku_id: str, delta: int, why: str, observation: str) -> None:
     """One idempotent change in Redis, keyed by run, SKU and observation (a call
-    repeated after a lost reply applies once), and its REPAIR log row."""
-    repair_id = f"repair:{run.pk}:{sku_id}:{observation}"
-    after = gate.adjust_available(sku_id=sku_id, repair_id=repair_id, delta=delta)
-    InventoryLog.objects.create(
-        sku_id=sku_id, operation=InventoryLog.Operation.REPAIR, quantity=abs(delta), op_id=repair_id[:64],
-        status=InventoryLog.Status.SUCCESS, actor="reconciliation",
-        reason=f"redis available {'+' if delta > 0 else ''}{delta} -> {after}; {why}"[:255])
+    repeated after a lost reply applies once), and its REPAIR log row: made by
+    inventory, which owns both (stock_repair)."""
+    stock_services.stock_repair(sku_id=sku_id, repair_id=f"repair:{run.pk}:{sku_id}:{observation}", delta=delta,
+                                why=why, actor="reconciliation")
     logger.warning("reconciliation %s repaired %s by %+d (%s)", run.pk, sku_id, delta, why)
 
 

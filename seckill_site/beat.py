@@ -10,9 +10,9 @@ sent (the class of bug of celery/django-celery-beat#158 and celery/celery#3135).
 Here a database error in a tick keeps the schedule beat already has, drops
 the dead connection and tries again a moment later.
 
-It also tells the health check which sweeps it holds, through the recorder
-the inventory app registers at start-up (`held_recorder_register`; this
-package imports no app): when it started, and since when each task is in its
+It also tells the health check which sweeps it holds, in the records of
+inventory's liveness module (the project package sits above every app and
+calls it directly): when it started, and since when each task is in its
 schedule, written at the first tick and every HELD_REFRESH_S after (so a task
 enabled meanwhile, and the records after a Redis loss, follow within that
 time). A sweep is then measured from the moment it could first have run, not
@@ -22,29 +22,17 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Sequence
 
 from django.db import DatabaseError, InterfaceError, close_old_connections, connection
 from django_celery_beat.schedulers import DatabaseScheduler as UpstreamScheduler
 from redis.exceptions import RedisError
 
+from inventory.redis.liveness import beat_schedule_held
+
 logger = logging.getLogger(__name__)
 
 RETRY_S = 1.0
 HELD_REFRESH_S = 30.0
-
-
-def _no_recorder(*, tasks: Sequence[str], started: bool) -> None:
-    raise RuntimeError("no recorder of the beat schedule registered (the inventory app registers it in ready())")
-
-
-_held_recorder: Callable[..., None] = _no_recorder
-
-
-def held_recorder_register(recorder: Callable[..., None]) -> None:
-    """`recorder(tasks=[task names], started=bool)` stores which tasks beat holds."""
-    global _held_recorder
-    _held_recorder = recorder
 
 
 class DatabaseScheduler(UpstreamScheduler):
@@ -64,7 +52,7 @@ class DatabaseScheduler(UpstreamScheduler):
         self._held_at = now
         try:
             tasks = sorted({entry.task for entry in self.schedule.values()})
-            _held_recorder(tasks=tasks, started=not self._start_recorded)
+            beat_schedule_held(tasks=tasks, started=not self._start_recorded)
             self._start_recorded = True
         except (RedisError, DatabaseError, InterfaceError) as exc:
             logger.warning("beat: the schedule it holds is not recorded (%r); again in %.0f s", exc, HELD_REFRESH_S)

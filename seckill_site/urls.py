@@ -9,9 +9,7 @@ from inventory.api import urls as inventory_urls
 from orders.api import declarations as order_api
 from orders.api import urls as order_urls
 from reconciliation import views as reconciliation_views
-
-
-API_PREFIX = "/api/v1/"  # as seckill_site.wsgi routes it
+from seckill_site.webserver import API_PREFIX
 
 
 def api_document() -> dict:
@@ -41,4 +39,4 @@ urlpatterns = [
 if settings.SECKILL_BENCH_ENDPOINTS:
     # The benchmark's MySQL-only comparison path (and its baseline, in
     # orders.api.urls); off unless asked for, and never in production.
-    urlpatterns.append(path("api/v1/", include("benchmarks.naive")))
+    urlpatterns.append(path(API_PREFIX[1:], include("benchmarks.naive")))

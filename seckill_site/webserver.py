@@ -30,6 +30,11 @@ def _on(name: str) -> bool:
 BIND = os.environ.get("SECKILL_WEB_LISTEN") or os.environ.get("GUNICORN_BIND") or "127.0.0.1:8000"
 WORKERS = _int("WEB_CONCURRENCY", multiprocessing.cpu_count(), 1)
 
+# Where the REST API is served: the URLconf routes the apps' API under it, and
+# the WSGI entry point sends every request under it through the API's own
+# middleware chain (seckill_site.urls, seckill_site.wsgi).
+API_PREFIX = "/api/v1/"
+
 # The bounded backlog of each worker process (core.admission): SLOTS requests
 # run at once, QUEUE more may wait up to QUEUE_WAIT_S, the rest are answered 503.
 SLOTS = _int("SECKILL_WEB_THREADS", int(os.environ.get("GUNICORN_THREADS") or 32), 1)

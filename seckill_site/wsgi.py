@@ -20,8 +20,6 @@ from seckill_site.adapters.django import MiddlewareChainHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "seckill_site.settings.local")
 
-API_PREFIX = "/api/v1/"
-
 
 # The probes skip the gate: under a flood of purchases the health check and a
 # scraper's metrics still answer, from threads the gate leaves spare
@@ -30,7 +28,7 @@ API_PREFIX = "/api/v1/"
 # bearer token is a probe: it is served through the API's chain, with no
 # session, so a made-up token costs no MySQL lookup; a staff browser's
 # (a session) waits at the gate like every other page.
-HEALTH_PATH = f"{API_PREFIX}health"
+HEALTH_PATH = f"{webserver.API_PREFIX}health"
 METRICS_PATH = "/reconciliation/metrics"
 
 
@@ -60,7 +58,7 @@ class Application:
         probe = self.probes.get(path)
         if probe is not None and (path == HEALTH_PATH or is_bearer(environ)):
             return self._probe(probe, environ, start_response)
-        handler = self.api if path.startswith(API_PREFIX) else self.site
+        handler = self.api if path.startswith(webserver.API_PREFIX) else self.site
         if not self.gate.enter():
             return admission.refuse(start_response)
         admission.held(self.gate)

@@ -16,7 +16,7 @@ from testsupport import ROOT, VENV_BIN, wait_until
 def pytest_collection_modifyitems(config, items):
     """Tests marked `redis_cluster` need the Redis Cluster: skipped on one Redis
     (scripts/test runs them in its cluster leg)."""
-    from core.redis import clustered
+    from core.redis.connection import clustered
 
     if clustered():
         return
@@ -31,7 +31,8 @@ def pytest_collection_modifyitems(config, items):
 def _clean_stores():
     from django.conf import settings
 
-    from core.redis import clustered, forget_everything, redis
+    from core.redis.connection import clustered, redis
+    from core.redis.shards import forget_everything
     from testsupport.stores import redis_trusted
 
     if clustered():
@@ -39,14 +40,14 @@ def _clean_stores():
     else:
         redis().flushdb()
     redis_trusted()
-    from inventory import messages
+    from inventory.messages import queues
     from seckill_site.celery import app
 
     with app.connection_for_write() as conn:
         # The test queues are the tests' own: delete them, so they are declared
         # again with exactly the arguments the code asks for (every partition
         # of the confirm stream a test may have used).
-        for queue in (settings.CELERY_QUEUE, *messages.confirm_queue_names_all(),
+        for queue in (settings.CELERY_QUEUE, *queues.confirm_queue_names_all(),
                       settings.CELERY_DEAD_LETTER_QUEUE):
             try:
                 conn.channel().queue_delete(queue)
@@ -63,7 +64,9 @@ def _redis_checked(django_db_blocker):
     flight for that fence to wait for)."""
     yield
     from accounts import token_cache
-    from core.redis import RedisError, instance_check, shards
+    from core.redis.errors import RedisError
+    from core.redis.instance import instance_check
+    from core.redis.shards import shards
 
     try:
         for shard in shards():

@@ -20,10 +20,10 @@ def reserve_direct(sku_id: str, user_id: int, qty: int = 1, key: str | None = No
 
 def publish(*reservations) -> None:
     """One confirm message per reservation, as the purchase path sends them."""
-    from inventory import messages
+    from inventory.messages import publisher
 
     for r in reservations:
-        messages.publish_confirms([r])
+        publisher.publish_confirms([r])
 
 
 def fence_reached(sku_id: str) -> None:

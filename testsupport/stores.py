@@ -29,7 +29,7 @@ return n"""
 
 
 def on_cluster() -> bool:
-    from core.redis import clustered
+    from core.redis.connection import clustered
 
     return clustered()
 
@@ -42,7 +42,9 @@ def redis_wipe() -> None:
     but for the instance keys: a process meeting a primary for the first time
     checks the recorded run id, and would take a missing one for a new
     instance (and fence the token claims there), which a FLUSHDB never is."""
-    from core.redis import prefix, redis, shards
+    from core.redis.connection import redis
+    from core.redis.keys import prefix
+    from core.redis.shards import shards
 
     if not on_cluster():
         redis().flushdb()
@@ -58,7 +60,7 @@ def scripts_flush() -> None:
     """SCRIPT FLUSH on every primary (the one Redis, or each of a cluster's):
     the next script call anywhere meets NOSCRIPT. Harmless to others sharing
     the server: their recorded instance still matches, they only reload."""
-    from core.redis import shards
+    from core.redis.shards import shards
 
     for shard in shards():
         shard.client.script_flush()
@@ -66,8 +68,9 @@ def scripts_flush() -> None:
 
 def instance_key_of(key_name: str):
     """(shard, its instance key) for the shard holding `key_name`: the one
-    Redis's INSTANCE_KEY, or the key on that cluster primary."""
-    from core.redis import redis, shard_of
+    Redis's instance_key(), or the key on that cluster primary."""
+    from core.redis.connection import redis
+    from core.redis.shards import shard_of
 
     shard = shard_of(redis(), key_name)
     return shard, shard.key("instance")
@@ -79,7 +82,9 @@ def redis_trusted() -> None:
     is new), and the first script call of any process (on a cluster, its
     first contact with each primary) would otherwise run them, asking MySQL
     before a test opened it and raising claims fences the first tests meet."""
-    from core.redis import instance_check, shards, text
+    from core.redis.instance import instance_check
+    from core.redis.keys import text
+    from core.redis.shards import shards
 
     for shard in shards():
         run_id = text(shard.client.info("server")["run_id"])

@@ -17,7 +17,7 @@ from testsupport import wait_until
 from testsupport.http import post_order as buy
 from accounts import authentication, token_cache
 from core.client import parse_trusted_proxies
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import live as redis_live
 from orders.models import Order
 

@@ -99,20 +99,20 @@ def test_the_claims_fence_is_lifted_only_once_a_copy_passed_in_every_partition()
     """The lost claims named reservations of any SKU, in any partition of the
     confirm stream: the fence stands until each partition's copy has passed,
     and a new loss starts the count again."""
-    from core.redis import shards
+    from core.redis.shards import shards
 
     shard = shards()[0]
     fence = tc.claims_fence_key(shard.tag)
     P = tc.ClaimsFencePass
 
     def passes(token: str, partition: int, partitions: int = 3) -> tc.ClaimsFencePass:
-        return tc.claims_fence_pass(name=name, token=token, partition=partition, partitions=partitions)
+        return tc.claims_fence_pass(shard_tag=shard.tag, token=token, partition=partition, partitions=partitions)
 
-    name, first = tc.tokens_distrust(shard=shard, delay_ms=0)
-    assert name == tc.CLAIMS_FENCE_PREFIX + shard.tag
+    first = tc.tokens_distrust(shard=shard, delay_ms=0)
+    assert shard.client.get(fence).decode() == first  # the fence raised on the shard is the one returned
     assert [passes(first, 0), passes(first, 2), passes(first, 2)] == [P.WAITING] * 3  # a copy again: no more
     assert shard.client.get(fence) is not None
-    _, second = tc.tokens_distrust(shard=shard, delay_ms=0)  # lost again: every partition must pass again
+    second = tc.tokens_distrust(shard=shard, delay_ms=0)  # lost again: every partition must pass again
     assert passes(first, 1) is P.NOT_THIS  # a copy of the earlier loss's fence
     assert [passes(second, 1), passes(second, 2)] == [P.WAITING] * 2
     assert shard.client.get(fence) is not None
@@ -120,5 +120,5 @@ def test_the_claims_fence_is_lifted_only_once_a_copy_passed_in_every_partition()
     assert shard.client.get(fence) is None and not shard.client.exists(tc.claims_fence_passed_key(fence))
     assert passes(second, 0) is P.NOT_THIS
 
-    _, one = tc.tokens_distrust(shard=shard, delay_ms=0)  # one partition: its copy lifts it, as before
+    one = tc.tokens_distrust(shard=shard, delay_ms=0)  # one partition: its copy lifts it, as before
     assert passes(one, 0, partitions=1) is P.PASSED and shard.client.get(fence) is None

@@ -67,7 +67,7 @@ key=value summary (docs/benchmark.md).
 one on 7000, or on SECKILL_REDIS_CLUSTER_BASE; --cluster-url names another).
 A cluster has database 0 only and is shared: the benchmark's keys live under
 the prefix seckill-bench and are removed key by key at the start
-(core.redis.forget_everything), never by a FLUSH. Every sale's SKUs are one per
+(core.redis.shards.forget_everything), never by a FLUSH. Every sale's SKUs are one per
 master (ids drawn until each master's slots hold one; a SKU's keys share the
 hash tag {<sku id>}), its requests to them in turn: the selling phase sells
 three SKUs, the sold-out phase clicks three sold-out ones, the whole sale and

@@ -16,12 +16,20 @@ from benchmarks.harness.cpu import cpu_delta, cpu_seconds
 from benchmarks.harness.load import accepted_skus, order_requests
 
 
-def partitions_supported() -> bool:
-    """The code has confirm partitions (SECKILL_CONFIRM_PARTITIONS): the benchmark
-    also measures an older checkout, for a before and after."""
-    from inventory import messages
+def _partitions_module():
+    """The module of the code's confirm partitions (SECKILL_CONFIRM_PARTITIONS),
+    or None: the benchmark also measures an older checkout, for a before and
+    after, whose inventory.messages was one module and may have had none."""
+    try:
+        from inventory.messages import queues
+    except ImportError:  # a checkout of before the package
+        from inventory import messages as queues
+    return queues if hasattr(queues, "partition_of") and hasattr(queues, "confirm_queues") else None
 
-    return hasattr(messages, "partition_of") and hasattr(messages, "confirm_queues")
+
+def partitions_supported() -> bool:
+    """The code has confirm partitions."""
+    return _partitions_module() is not None
 
 
 def partition_of(sku_id: str, partitions: int) -> int:
@@ -31,10 +39,8 @@ def partition_of(sku_id: str, partitions: int) -> int:
         return 0
     from django.test import override_settings
 
-    from inventory import messages
-
     with override_settings(SECKILL_CONFIRM_PARTITIONS=partitions):
-        return int(messages.partition_of(sku_id))
+        return int(_partitions_module().partition_of(sku_id))
 
 
 def backlog_layout(partitions: int, masters: list[str]) -> list[tuple[str, int]]:
@@ -143,7 +149,7 @@ def drains(bench: Bench) -> None:
     say(f"\n[3] backlog: the worker stopped during a sale of {bench.sizes.backlog_stock} units (beat sweeping), "
         "then started" + (f"; with 1 confirm partition, then {n}" if n > 1 else ""))
     if n > 1 and not partitions_supported():
-        say(f"    !! this code has no confirm partitions (inventory.messages.partition_of): no {n}-partition "
+        say(f"    !! this code has no confirm partitions (inventory.messages.queues.partition_of): no {n}-partition "
             "drain; partitions=1, drain_rate_n is the 1-partition figure")
         n = 1
     layout = backlog_layout(n, bench.masters)

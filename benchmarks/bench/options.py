@@ -12,7 +12,7 @@ REDIS_DB = 5
 QUEUE = "seckill-bench"
 # On a cluster (database 0 only, shared with the suite and the fault runs):
 # every key of the benchmark's under this prefix, removed key by key
-# (core.redis.forget_everything), never a FLUSH.
+# (core.redis.shards.forget_everything), never a FLUSH.
 CLUSTER_PREFIX = "seckill-bench"
 
 

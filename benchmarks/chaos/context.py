@@ -47,14 +47,14 @@ class Context:
     @property
     def queue(self) -> str:
         """The confirm queue of the aimed SKU's partition (the one the host faults aim at)."""
-        from inventory import messages
+        from inventory.messages.queues import confirm_queue_name, partition_of
 
-        return messages.confirm_queue_name(messages.partition_of(self.sku_id))
+        return confirm_queue_name(partition_of(self.sku_id))
 
 
 def inflight(sku_ids: list[str]) -> int:
     """Reservations in flight on the SKUs now (none counted of a Redis not answering)."""
-    from core.redis import RedisError
+    from core.redis.errors import RedisError
     from inventory.redis import live as redis_live
 
     n = 0

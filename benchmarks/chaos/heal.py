@@ -32,7 +32,7 @@ def heal_after(ctx: Context, timeout: float = 90) -> str:
     rejoins as a replica, every replica in sync) and every fence passed (the
     confirm consumer sends them), so the next run starts on a whole cluster.
     Returns a note when a fence still stands after `timeout`."""
-    from core.redis import RedisError
+    from core.redis.errors import RedisError
     from inventory.redis import snapshots
 
     cluster = ctx.cluster

@@ -102,7 +102,7 @@ def _wait_drained(skus: list[str], accepted: set[str], timeout: float = 180) -> 
     """Until nothing is in flight on the SKUs and every 202 is an order in MySQL (or `timeout`)."""
     from django.db import close_old_connections
 
-    from core.redis import RedisError
+    from core.redis.errors import RedisError
     from inventory.redis import gate
     from orders.models import Order
 

@@ -88,7 +88,7 @@ def sale_of(ctx: Context, tokens: list[str], demand: int, seed: int) -> Sale:
 
 def _a_quarter_sold(ctx: Context, stock: int, timeout: float = 20) -> None:
     """Until the aimed SKU sold a quarter of its stock (or `timeout`)."""
-    from core.redis import RedisError
+    from core.redis.errors import RedisError
     from inventory.redis import live as redis_live
 
     deadline = time.monotonic() + timeout

@@ -96,9 +96,9 @@ class Stack:
         processes.wait_consuming(consumers=max(1, len(alive)))
         if self.rabbit is None:
             return
-        from inventory import messages
+        from inventory.messages.queues import confirm_queue_name, partitions
 
-        queues = [messages.confirm_queue_name(k) for k in range(messages.partitions())]
+        queues = [confirm_queue_name(k) for k in range(partitions())]
         deadline, have = time.monotonic() + timeout, {}
         while time.monotonic() < deadline:
             have = {q: {c["worker"] for c in self.rabbit.consumers(q, self.worker_names)} for q in queues}

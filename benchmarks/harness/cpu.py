@@ -52,7 +52,7 @@ _redis_pids = _RedisPids()
 def _redis_ports() -> set[int]:
     """The ports of the Redis this run uses: the one server of REDIS_URL, or
     every node of the cluster (replicas too: replication is part of the cost)."""
-    from core.redis import clustered, redis
+    from core.redis.connection import clustered, redis
 
     if clustered():
         return {node.port for node in redis().get_nodes()}

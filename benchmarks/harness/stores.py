@@ -74,10 +74,10 @@ def fresh_stores() -> None:
     redis_fresh()
     from seckill_site.celery import app
 
-    from inventory import messages
+    from inventory.messages.queues import confirm_queue_names_all
 
     with app.connection_for_write() as c:
-        for q in (settings.CELERY_QUEUE, *messages.confirm_queue_names_all(), settings.CELERY_DEAD_LETTER_QUEUE):
+        for q in (settings.CELERY_QUEUE, *confirm_queue_names_all(), settings.CELERY_DEAD_LETTER_QUEUE):
             try:
                 c.channel().queue_delete(q)
             except Exception:
@@ -92,7 +92,10 @@ def redis_fresh() -> None:
     standing it would answer the first purchases 503 until its message came
     out of the confirm queue."""
     from accounts import token_cache
-    from core.redis import clustered, forget_everything, instance_check, redis, shards
+    from core.redis.connection import clustered, redis
+    from core.redis.instance import instance_check
+    from core.redis.shards import forget_everything, shards
+    from inventory.domain import ClaimsFence
     from inventory.redis import snapshots
 
     if clustered():
@@ -102,7 +105,7 @@ def redis_fresh() -> None:
     for shard in shards():
         instance_check(shard, recorded_only=True)
         shard.client.delete(token_cache.claims_fence_key(shard.tag))
-        snapshots.fence_forget(sku_id=token_cache.CLAIMS_FENCE_PREFIX + shard.tag)
+        snapshots.fence_forget(fence=ClaimsFence(shard.tag))
 
 
 def make_buyers(n: int) -> list[str]:
@@ -130,14 +133,15 @@ def new_sku(stock: int, limit: int = 10, prefix: str = "BENCH", sku_id: str | No
 def redis_masters() -> list[str]:
     """The nodes that serve the gate's slots now: the one Redis, or each
     master of the cluster (host:port), sorted."""
-    from core.redis import shards
+    from core.redis.shards import shards
 
     return sorted({shard.name for shard in shards()})
 
 
 def master_of(sku_id: str) -> str:
     """The node serving the SKU's keys now (its hash tag's slot)."""
-    from core.redis import redis, shard_of
+    from core.redis.connection import redis
+    from core.redis.shards import shard_of
     from inventory.redis.keys import sku_keys
 
     return shard_of(redis(), sku_keys(sku_id).stock).name
@@ -170,7 +174,7 @@ def evalsha_calls() -> dict[str, int]:
     """EVALSHA calls each master served so far (INFO commandstats): every
     script, the token's authorize and key claim as well as reserve, and every
     other client of that Redis."""
-    from core.redis import shards
+    from core.redis.shards import shards
 
     out = {}
     for shard in shards():

@@ -18,6 +18,9 @@ ERROR_FIELDS = {
     "errors": {"type": "object", "description": "400 invalid: what is wrong, per field.",
                "additionalProperties": {"type": "array", "items": {"type": "string"}}},
 }
+# A moment in an answer's body (always UTC, "...Z"), and one that may be null.
+MOMENT = {"type": "string", "format": "date-time"}
+MAYBE_MOMENT = {**MOMENT, "nullable": True}
 
 
 @dataclass(frozen=True)

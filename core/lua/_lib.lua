@@ -1,5 +1,5 @@
 --[[ core _lib: Lua definitions every script of the project shares; the loader
-(core.redis.Scripts) prepends this file, then the app's own _lib.lua. Nothing
+(core.redis.scripts.Scripts) prepends this file, then the app's own _lib.lua. Nothing
 here touches a key.
 
 Markers are sorted sets scored by the time they were written; each writer

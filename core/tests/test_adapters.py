@@ -211,18 +211,20 @@ def test_a_handler_runs_the_chain_it_was_given_and_the_setting_is_left_as_it_was
     environ = {"PATH_INFO": "/no-such-page/", "REQUEST_METHOD": "GET", "HTTP_HOST": "localhost"}
     setup_testing_defaults(environ)
     seen = {}
-    # The end of a request closes stale connections, which asks a connection an
-    # earlier test opened for its autocommit: a database access this test is not
-    # allowed. Django's own test client steps the same signal aside.
-    from django.core.signals import request_finished
+    # The start and the end of a request close stale connections, which asks a
+    # connection an earlier test opened for its autocommit: a database access this
+    # test is not allowed. Django's own test client steps the same signals aside.
+    from django.core.signals import request_finished, request_started
     from django.db import close_old_connections
 
+    request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
     try:
         response = handler(environ, lambda status, headers, exc_info=None: seen.update(status=status,
                                                                                       headers=dict(headers)))
         response.close()
     finally:
+        request_started.connect(close_old_connections)
         request_finished.connect(close_old_connections)
     assert seen["status"].startswith("404")
     assert seen["headers"].get("X-Frame-Options") == "DENY"  # the chain given ran

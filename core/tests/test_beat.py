@@ -40,7 +40,7 @@ def test_a_database_error_in_a_tick_keeps_beat_running(live_db):
 def beat_records(live_db):
     """A clean slate of the sweep and beat records in this run's Redis db, put
     back empty afterwards (a stale held record would change other tests' health)."""
-    from core.redis import redis
+    from core.redis.connection import redis
     from inventory.redis import keys as redis_keys, liveness
 
     keys = (redis_keys.SWEEPS_KEY, redis_keys.BEAT_STARTED_KEY, redis_keys.BEAT_HELD_KEY)
@@ -50,15 +50,15 @@ def beat_records(live_db):
 
 
 def _late() -> set[str]:
-    from inventory import selectors
+    from inventory import health
 
-    out = selectors._beat()
+    out = health._beat()
     return set() if out is None else set(out.removeprefix("error: late: ").split(", "))
 
 
 def _as_if(*, seconds_ago: float, tasks=None) -> None:
     """Move beat's records back in time (Redis keeps no clock of ours to fake)."""
-    from core.redis import redis
+    from core.redis.connection import redis
     from inventory.redis.keys import BEAT_HELD_KEY, BEAT_STARTED_KEY
 
     r = redis()
@@ -107,7 +107,7 @@ def test_right_after_beat_starts_no_sweep_is_late_and_each_is_after_three_interv
 def test_a_sweep_enabled_later_is_measured_from_when_beat_took_it_up(beat_records):
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-    from core.redis import redis
+    from core.redis.connection import redis
     from inventory.redis.keys import SWEEPS_KEY
     from seckill_site.beat import DatabaseScheduler
     from seckill_site.celery import app

@@ -3,7 +3,9 @@ check their input through these declarations and /api/schema/ is rendered
 from them."""
 from __future__ import annotations
 
-from core.api import AUTH_ANSWERS, PAGE, UNAVAILABLE, Answer, Operation, Param, Text, merge_answers, refusal
+from core.api import (
+    AUTH_ANSWERS, MAYBE_MOMENT, PAGE, UNAVAILABLE, Answer, Operation, Param, Text, merge_answers, refusal,
+)
 from core.errors import OrderNotFound, SkuNotFound
 from inventory.domain import SKU_ID_MAX, SKU_ID_PATTERN
 from inventory.models import Sku
@@ -15,7 +17,6 @@ SKU_ID = Text(SKU_ID_MAX, SKU_ID_PATTERN, example="DEMO-PHONE",
 SKU_PATH = Param("sku_id", "path", SKU_ID, description="Any other value is 404 sku_not_found.")
 
 _BUCKETS = ("total", "available", "frozen", "locked", "sold")
-_MOMENT = {"type": "string", "format": "date-time", "nullable": True}
 HEALTH_PARTS = ("mysql", "redis", "broker", "worker", "beat")
 _HEALTH_PROPS = {name: {"type": "string", "description": '"ok", or what failed.'} for name in HEALTH_PARTS}
 
@@ -30,7 +31,7 @@ COMPONENTS = {
             "price": {"type": "string", "description": "A decimal, e.g. \"999.00\"."},
             "available": {"type": "integer", "description": "The live figure of the Redis gate."},
             "total": {"type": "integer"}, "per_user_limit": {"type": "integer"},
-            "sale_starts_at": _MOMENT, "sale_ends_at": _MOMENT,
+            "sale_starts_at": MAYBE_MOMENT, "sale_ends_at": MAYBE_MOMENT,
             "status": {"type": "string", "enum": list(Sku.Status.values)},
             "sale_state": {"type": "string",
                            "enum": [s for s in dict.fromkeys(["on_sale", "sold_out", "upcoming", *Sku.Status.values])

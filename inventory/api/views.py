@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from core.api import JsonOnly, page_checked
 from core.errors import SkuNotFound
-from inventory import selectors
+from inventory import health, selectors
 from inventory.api.declarations import SKU_PATH
 from inventory.api.output import sku_output
 from inventory.models import Sku
@@ -46,7 +46,7 @@ class HealthView(APIView):
     authentication_classes: list = []
 
     def get(self, request):
-        body = selectors.system_health()
+        body = health.system_health()
         failing = [k for k, v in body.items() if v != "ok"]
         if not failing:
             return Response(body)

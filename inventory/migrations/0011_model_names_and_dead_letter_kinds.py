@@ -3,8 +3,9 @@
 from django.db import migrations
 
 # The give tasks' own refusals were recorded under short names that replay did
-# not match; they become the tasks' Celery names (inventory.messages.GIVE_TASK,
-# GIVES_TASK). Spelled out here: a migration keeps the names of its time.
+# not match; they become the tasks' Celery names
+# (inventory.messages.names.GIVE_TASK, GIVES_TASK). Spelled out here: a
+# migration keeps the names of its time.
 RENAMED_KINDS = {
     "stock_give": "inventory.tasks.stock_give_task",
     "stock_gives": "inventory.tasks.stock_gives_task",

@@ -9,7 +9,8 @@ from typing import Sequence
 
 from django.conf import settings
 
-from core.redis import Call, redis
+from core.redis.calls import Call
+from core.redis.connection import redis
 from inventory.domain import Reservation
 from inventory.redis.keys import (
     ADJUST_LUA, DUE_LUA, FREEZE_CANCEL_LUA, FREEZE_LUA, GIVE_LUA, HOLD_LUA, META_LUA, OBSERVE_LUA, RESERVE_LUA,

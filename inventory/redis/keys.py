@@ -3,7 +3,7 @@ layout: its KEYS and ARGV by name, and the enum of its outcomes.
 
 All keys of one SKU share the hash tag `{<sku>}`, so each script touches a
 single Cluster slot. Scripts are the files of `inventory/lua/`, prefixed with
-the shared definitions and loaded once (core.redis.Scripts). A script is
+the shared definitions and loaded once (core.redis.scripts.Scripts). A script is
 called only through its layout (`RESERVE_LUA.run(k, user_id=..)`, core.lua_layout),
 which takes its keys from the SKU's `SkuKeys` by name; tests hold each layout
 against its script's header and guard (inventory/tests/test_lua_layouts.py)
@@ -20,7 +20,9 @@ from typing import Iterable, Sequence
 from django.conf import settings
 
 from core.lua_layout import CODES_IN_HEADER, DATA, Layout, count_of, many
-from core.redis import Scripts, key, redis, tagged, text
+from core.redis.connection import redis
+from core.redis.keys import key, tagged, text
+from core.redis.scripts import Scripts
 
 LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 _scripts = Scripts(LUA_DIR)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.domain import Reservation
 from inventory.redis.keys import sku_keys
 

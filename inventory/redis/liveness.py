@@ -1,12 +1,15 @@
 """Health records kept in Redis: the ping, the confirm consumers' beats, when
 each sweep last ran, and since when celery beat holds each task (the health
-check reads them all, inventory.selectors)."""
+check reads them all, inventory.health)."""
 from __future__ import annotations
 
 import time
 from typing import Sequence
 
-from core.redis import RedisError, clustered, redis, shards, text
+from core.redis.connection import clustered, redis
+from core.redis.errors import RedisError
+from core.redis.keys import text
+from core.redis.shards import shards
 from inventory.redis.keys import BEAT_HELD_KEY, BEAT_STARTED_KEY, CONSUMERS_KEY, SWEEPS_KEY
 
 

@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from accounts import token_cache
-from core.redis import Shard, prefix, redis
+from core.redis.connection import redis
+from core.redis.keys import prefix
+from core.redis.shards import Shard
+from inventory.domain import ClaimsFence, Fence, SkuFence, fence_name, fence_named
 from inventory.redis.keys import (
     DISTRUST_LUA, DROP_ENDED_LUA, FENCE_LUA, FENCES_DUE_LUA, FENCES_KEY, LOCK_RELEASE_LUA, REBUILD_LUA,
     REGISTRY_ADD_LUA, REGISTRY_SWAP_LUA, SCRIPT_CHUNK, SKU_REGISTRY, SKU_REGISTRY_COMPLETE, SKU_REGISTRY_RECENT,
@@ -81,8 +84,10 @@ FENCE_AGAIN_MS = 5000
 
 
 @dataclass(frozen=True)
-class Fence:
-    sku_id: str
+class StandingFence:
+    """A fence raised and not passed yet, with the token of that raising."""
+
+    fence: Fence
     token: str  # "<id>|<not before, ms>"
 
     @property
@@ -90,7 +95,7 @@ class Fence:
         return int(self.token.rsplit("|", 1)[1])
 
 
-def fence_raise(*, sku_id: str, delay_ms: int) -> Fence | None:
+def fence_raise(*, sku_id: str, delay_ms: int) -> StandingFence | None:
     """Fence a SKU whose snapshot is gone (None: a snapshot is there). Idempotent:
     a SKU fenced already keeps its fence. The fence is then listed as due at
     its not-before time (listing again is harmless, so a fencer that died
@@ -98,37 +103,36 @@ def fence_raise(*, sku_id: str, delay_ms: int) -> Fence | None:
     raw = FENCE_LUA.run(sku_keys(sku_id), fence_id=uuid.uuid4().hex, delay_ms=delay_ms)
     if FenceRaise(int(raw[0])) is FenceRaise.SNAPSHOT_THERE:
         return None
-    fence = Fence(sku_id, _s(raw[1]))
-    redis().zadd(FENCES_KEY, {sku_id: fence.not_before_ms}, nx=True)
-    return fence
+    standing = StandingFence(SkuFence(sku_id), _s(raw[1]))
+    redis().zadd(FENCES_KEY, {fence_name(standing.fence): standing.not_before_ms}, nx=True)
+    return standing
 
 
-def _fence_key(name: str) -> str:
-    """A SKU's fence, or a shard's claims fence (token_cache.CLAIMS_FENCE_PREFIX)."""
-    if name.startswith(token_cache.CLAIMS_FENCE_PREFIX):
-        return token_cache.claims_fence_key_of(name)
-    return sku_keys(name).fence
+def _fence_key(fence: Fence) -> str:
+    if isinstance(fence, ClaimsFence):
+        return token_cache.claims_fence_key(fence.shard_tag)
+    return sku_keys(fence.sku_id).fence
 
 
-def _fence_tokens(sku_ids: Sequence[str]) -> dict[str, str | None]:
-    """Each SKU's fence token, None where it has none (one round trip)."""
+def _fence_tokens(fences: Sequence[Fence]) -> dict[Fence, str | None]:
+    """Each fence's token, None where it does not stand (one round trip)."""
     pipe = redis().pipeline(transaction=False)
-    for sku_id in sku_ids:
-        pipe.get(_fence_key(sku_id))
-    return {sku_id: None if t is None else _s(t) for sku_id, t in zip(sku_ids, pipe.execute())}
+    for fence in fences:
+        pipe.get(_fence_key(fence))
+    return {fence: None if t is None else _s(t) for fence, t in zip(fences, pipe.execute())}
 
 
-def fences_due(*, cap: int = 100) -> list[Fence]:
+def fences_due(*, cap: int = 100) -> list[StandingFence]:
     """Fences that may be sent now (each is due again FENCE_AGAIN_MS later);
-    a listed SKU that has no fence any more leaves the list."""
-    skus = [_s(x) for x in FENCES_DUE_LUA.run(fences=FENCES_KEY, cap=cap, again_ms=FENCE_AGAIN_MS)]
-    if not skus:
+    a listed fence that does not stand any more leaves the list."""
+    names = [_s(x) for x in FENCES_DUE_LUA.run(fences=FENCES_KEY, cap=cap, again_ms=FENCE_AGAIN_MS)]
+    if not names:
         return []
-    tokens = _fence_tokens(skus)
-    gone = [sku_id for sku_id, token in tokens.items() if token is None]
+    tokens = _fence_tokens([fence_named(name) for name in names])
+    gone = [fence_name(fence) for fence, token in tokens.items() if token is None]
     if gone:
         redis().zrem(FENCES_KEY, *gone)
-    return [Fence(sku_id, token) for sku_id, token in tokens.items() if token is not None]
+    return [StandingFence(fence, token) for fence, token in tokens.items() if token is not None]
 
 
 def _skus_with(shard: Shard, suffix: str) -> set[str]:
@@ -145,54 +149,60 @@ def skus_held(*, shard: Shard) -> list[str]:
     return sorted(_skus_with(shard, "stock") | _skus_with(shard, "fence"))
 
 
-def snapshot_distrust(*, sku_id: str, delay_ms: int) -> Fence | None:
+def snapshot_distrust(*, sku_id: str, delay_ms: int) -> StandingFence | None:
     """Drop the SKU's snapshot and fence it (distrust.lua; None: nothing of it
     was here); a fence found is replaced by one counted from now. For a new
     instance whose data may be older than what was lost."""
     raw = DISTRUST_LUA.run(sku_keys(sku_id), fence_id=uuid.uuid4().hex, delay_ms=delay_ms)
     if Distrust(int(raw[0])) is not Distrust.FENCED:
         return None
-    fence = Fence(sku_id, _s(raw[1]))
-    redis().zadd(FENCES_KEY, {sku_id: fence.not_before_ms})
-    return fence
+    standing = StandingFence(SkuFence(sku_id), _s(raw[1]))
+    redis().zadd(FENCES_KEY, {fence_name(standing.fence): standing.not_before_ms})
+    return standing
 
 
 def fences_relist(*, sku_ids: Sequence[str]) -> int:
     """List again the fences of these SKUs that are not listed (a fencer that
     died between its two calls would otherwise leave its SKU fenced for good).
     One round trip to read, one to list; returns how many were listed again."""
-    fences = [Fence(s, t) for s, t in _fence_tokens(sku_ids).items() if t is not None] if sku_ids else []
-    if not fences:
+    tokens = _fence_tokens([SkuFence(s) for s in sku_ids]) if sku_ids else {}
+    standing = [StandingFence(f, t) for f, t in tokens.items() if t is not None]
+    if not standing:
         return 0
     pipe = redis().pipeline(transaction=False)
-    for f in fences:
-        pipe.zadd(FENCES_KEY, {f.sku_id: f.not_before_ms}, nx=True)
+    for f in standing:
+        pipe.zadd(FENCES_KEY, {fence_name(f.fence): f.not_before_ms}, nx=True)
     return sum(int(n) for n in pipe.execute())
 
 
-def fence_list(*, name: str, token: str) -> None:
+def fence_list(*, standing: StandingFence) -> None:
     """List a fence raised elsewhere (a shard's claims fence) to be sent."""
-    redis().zadd(FENCES_KEY, {name: Fence(name, token).not_before_ms})
+    redis().zadd(FENCES_KEY, {fence_name(standing.fence): standing.not_before_ms})
 
 
 def fence_token(*, sku_id: str) -> str | None:
-    token = redis().get(_fence_key(sku_id))
+    token = redis().get(_fence_key(SkuFence(sku_id)))
     return None if token is None else _s(token)
+
+
+def fence_stands(*, fence: Fence) -> bool:
+    return bool(redis().exists(_fence_key(fence)))
 
 
 def fences_standing(*, sku_ids: Sequence[str]) -> set[str]:
     """Which of these SKUs are fenced (one round trip; none asked, none made)."""
-    return {s for s, t in _fence_tokens(sku_ids).items() if t is not None} if sku_ids else set()
+    tokens = _fence_tokens([SkuFence(s) for s in sku_ids]) if sku_ids else {}
+    return {f.sku_id for f, t in tokens.items() if t is not None}
 
 
-def fence_forget(*, sku_id: str) -> None:
-    """The SKU's fence passed: it leaves the list of fences to send."""
-    redis().zrem(FENCES_KEY, sku_id)
+def fence_forget(*, fence: Fence) -> None:
+    """The fence passed: it leaves the list of fences to send."""
+    redis().zrem(FENCES_KEY, fence_name(fence))
 
 
-def fences_listed() -> dict[str, int]:
+def fences_listed() -> dict[Fence, int]:
     """Every listed fence and when it may be sent next (ms), for the tests."""
-    return {_s(m): int(score) for m, score in redis().zrange(FENCES_KEY, 0, -1, withscores=True)}
+    return {fence_named(_s(m)): int(score) for m, score in redis().zrange(FENCES_KEY, 0, -1, withscores=True)}
 
 
 # --- The warm lock: one load of a SKU at a time -------------------------------------------

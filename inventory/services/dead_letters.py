@@ -1,5 +1,7 @@
-"""Dead letters ops can act on: replay one through the normal consumer path, or
-discard it with a reason. Either closes the letter for good (a conditional
+"""Dead letters: a message a consumer refused, or that RabbitMQ dead-lettered,
+recorded in the DeadLetter table (`dead_letter_record`, `dead_letters_collect`).
+Ops replay one through the normal consumer path, or discard it with a
+reason. Either closes the letter for good (a conditional
 change of its status under its row lock), and who, when and why stay on it.
 
 Replaying a confirm must never sell a unit twice, and its outcome must not
@@ -37,14 +39,16 @@ import json
 import logging
 from dataclasses import dataclass, field
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from kombu.exceptions import KombuError
 
 from core.errors import DomainError, Unavailable
-from core.redis import RedisError
-from inventory import messages, selectors, signing
+from core.redis.errors import RedisError
+from inventory import selectors, signing
+from inventory.messages import celery_sends, encoding, names, publisher, queues
 from inventory.redis import gate, keys as redis_keys
 from inventory.models import DeadLetter, Sku
 from inventory.domain import Reservation
@@ -52,6 +56,43 @@ from inventory.services.decisions import reservation_undo_record
 
 logger = logging.getLogger(__name__)
 
+
+# --- Recorded: refused by a consumer, or dead-lettered by RabbitMQ ------------------------
+
+def dead_letter_record(*, task_name: str, payload: dict, reason: str) -> DeadLetter:
+    return DeadLetter.objects.create(task_name=task_name, payload=payload, reason=reason[:255])
+
+
+def dead_letters_collect(*, limit: int = 500) -> int:
+    """Move what RabbitMQ dead-lettered (delivery limit, rejected) into the
+    DeadLetter table, where ops see it in the admin."""
+    moved = 0
+    # The project's Celery app: the one Celery's Django fix-up makes every thread's default.
+    with current_app.connection_for_write() as conn:
+        queue = queues.dead_letter_queue()(conn.default_channel)
+        queue.declare()
+        for _ in range(limit):
+            message = queue.get(no_ack=False, accept=["json"])
+            if message is None:
+                break
+            headers = message.headers or {}
+            kind = headers.get(names.KIND_HEADER)
+            try:
+                body = message.decode() if kind is None else message.body.decode("utf-8", "replace")
+            except Exception:
+                body = {"raw": message.body.decode(errors="replace")[:10000]}
+            deaths = headers.get("x-death") or [{}]
+            dead_letter_record(
+                task_name=str(kind or headers.get("task", "?")),
+                payload={"body": body, "id": headers.get("id"), "headers": {
+                    k: v for k, v in headers.items() if isinstance(v, (str, int, float))}},
+                reason=f"dead-lettered by RabbitMQ: {deaths[0].get('reason', 'delivery limit')}")
+            message.ack()
+            moved += 1
+    return moved
+
+
+# --- Closed by ops: replayed or discarded ----------------------------------------------------
 
 class DeadLetterClosed(DomainError):
     code, http_status, message = "dead_letter_closed", 409, _("This dead letter was already resolved.")
@@ -124,8 +165,8 @@ def _reservations(letter: DeadLetter) -> list[Reservation]:
     body = p.get("body")
     if isinstance(body, str):
         try:
-            return messages.confirm_decode(body.encode("utf-8"), p.get("headers") or {})
-        except messages.BadMessage as exc:
+            return encoding.confirm_decode(body.encode("utf-8"), p.get("headers") or {})
+        except encoding.BadMessage as exc:
             raise DeadLetterNotReplayable(
                 _("This confirm message was refused (%(why)s): it is not replayed.") % {"why": exc}) from exc
     raise DeadLetterNotReplayable(_("This confirm dead letter carries no reservation."))
@@ -146,7 +187,7 @@ def _gives(letter: DeadLetter, *, kind: str) -> list[dict]:
         args = body[0] if isinstance(body, (list, tuple)) else body["args"]
         payload, signature = args[0], args[1]
         signing.verify(payload, signature)
-        return list(payload["gives"]) if kind == messages.GIVES_TASK else [payload]
+        return list(payload["gives"]) if kind == names.GIVES_TASK else [payload]
     except (KeyError, IndexError, TypeError) as exc:
         raise DeadLetterNotReplayable(_("The task body is not readable.")) from exc
     except signing.BadSignature as exc:
@@ -189,7 +230,7 @@ def _replay_confirm(letter: DeadLetter, *, actor: str, out: ReplayOutcome) -> No
         gate.settled_forget(sku_id=r.sku_id, order_id=r.order_id)
         to_publish.append(r)
     if to_publish:
-        messages.publish_confirms(to_publish)
+        publisher.publish_confirms(to_publish)
         out.published += [r.order_id for r in to_publish]
 
 
@@ -204,15 +245,15 @@ def dead_letter_replay(*, dead_letter_id: int, actor: str) -> ReplayOutcome:
         with transaction.atomic(durable=True):
             letter = _lock_open(dead_letter_id)
             out = ReplayOutcome()
-            kind = messages.dead_letter_kind(letter.task_name)
-            if kind == messages.CONFIRM_KIND:
+            kind = names.dead_letter_kind(letter.task_name)
+            if kind == names.CONFIRM_KIND:
                 _replay_confirm(letter, actor=actor, out=out)
-            elif kind in (messages.GIVES_TASK, messages.GIVE_TASK):
+            elif kind in (names.GIVES_TASK, names.GIVE_TASK):
                 gives = _gives(letter, kind=kind)
                 # The same publish as the outbox relay; a give is idempotent by its op id.
-                messages.publish_gives(gives)
+                celery_sends.publish_gives(gives)
                 out.gives = len(gives)
-            elif kind == messages.FENCE_KIND:
+            elif kind == names.FENCE_KIND:
                 raise DeadLetterNotReplayable(
                     _("A fence is sent again by the confirm consumer for as long as it stands; discard it."))
             else:

@@ -1,4 +1,4 @@
-"""Gives: MySQL first, then Redis through the transactional outbox; dead letters."""
+"""Gives: MySQL first, then Redis through the transactional outbox."""
 from __future__ import annotations
 
 import logging
@@ -13,9 +13,9 @@ from django.db.models import F, Q
 from django.utils import timezone
 from redis.exceptions import ResponseError
 
-from inventory import messages
+from inventory.messages import celery_sends
 from inventory.redis import gate, keys as redis_keys
-from inventory.models import GIVE_OPERATIONS, DeadLetter, InventoryLog, OutboxMessage
+from inventory.models import GIVE_OPERATIONS, InventoryLog, OutboxMessage
 from inventory.services.locks import skus_lock
 
 logger = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def outbox_relay(*, ids: list[int] | None = None, op_ids: list[str] | None = Non
             for i in range(0, len(taken), RELAY_CHUNK):
                 chunk = taken[i:i + RELAY_CHUNK]
                 try:
-                    messages.publish_gives([row.payload for row in chunk])
+                    celery_sends.publish_gives([row.payload for row in chunk])
                 except Exception as exc:
                     logger.warning("outbox: %d give(s) not sent: %r", len(chunk), exc)
                     OutboxMessage.objects.filter(pk__in=[r.pk for r in chunk]).update(attempts=F("attempts") + 1)
@@ -251,39 +251,3 @@ def gives_settle_retired(*, sku_ids: Sequence[str], op_ids: Sequence[str]) -> se
     if ops:
         logger.info("%d give(s) of retired SKU(s) %s done in MySQL alone", len(ops), retired[:10])
     return ops
-
-
-# --- Dead letters ------------------------------------------------------------------------
-
-def dead_letter_record(*, task_name: str, payload: dict, reason: str) -> DeadLetter:
-    return DeadLetter.objects.create(task_name=task_name, payload=payload, reason=reason[:255])
-
-
-def dead_letters_collect(*, limit: int = 500) -> int:
-    """Move what RabbitMQ dead-lettered (delivery limit, rejected) into the
-    DeadLetter table, where ops see it in the admin."""
-    from seckill_site.celery import app
-
-    moved = 0
-    with app.connection_for_write() as conn:
-        queue = messages.dead_letter_queue()(conn.default_channel)
-        queue.declare()
-        for _ in range(limit):
-            message = queue.get(no_ack=False, accept=["json"])
-            if message is None:
-                break
-            headers = message.headers or {}
-            kind = headers.get(messages.KIND_HEADER)
-            try:
-                body = message.decode() if kind is None else message.body.decode("utf-8", "replace")
-            except Exception:
-                body = {"raw": message.body.decode(errors="replace")[:10000]}
-            deaths = headers.get("x-death") or [{}]
-            dead_letter_record(
-                task_name=str(kind or headers.get("task", "?")),
-                payload={"body": body, "id": headers.get("id"), "headers": {
-                    k: v for k, v in headers.items() if isinstance(v, (str, int, float))}},
-                reason=f"dead-lettered by RabbitMQ: {deaths[0].get('reason', 'delivery limit')}")
-            message.ack()
-            moved += 1
-    return moved

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import models, transaction
 from django.utils import timezone
 
-from core.redis import RedisError
+from core.redis.errors import RedisError
 from inventory import selectors
 from inventory.redis import keys as redis_keys, snapshots as redis_snapshots
 from inventory.models import GIVE_OPERATIONS, DeadLetter, InventoryLog, OutboxMessage, Sku

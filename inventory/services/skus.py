@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from core.errors import InvalidInput, SkuNotFound
-from core.redis import RedisError
+from core.redis.errors import RedisError
 from inventory import selectors
 from inventory.domain import SKU_ID_RULE, price_text, sku_id_valid
 from inventory.models import InventoryLog, Sku

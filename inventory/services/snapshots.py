@@ -17,10 +17,12 @@ from django.utils.translation import gettext as _
 
 from accounts import token_cache
 from core.errors import SkuNotFound, StockActionRefused
-from core.redis import ClusterCallError, RedisError, Shard, ShardDown, redis, shard_of
+from core.redis.connection import redis
+from core.redis.errors import ClusterCallError, RedisError, ShardDown
+from core.redis.shards import Shard, shard_of
 from core.retry import is_transient
 from inventory import selectors
-from inventory.domain import sku_id_valid
+from inventory.domain import ClaimsFence, Fence, SkuFence, sku_id_valid
 from inventory.models import Sku
 from inventory.redis import gate, keys as redis_keys, snapshots as redis_snapshots
 from inventory.services.locks import skus_lock
@@ -170,12 +172,12 @@ class _DistrustPass:
     """What one check of a new instance fenced, failed to fence, and skipped."""
 
     shard: Shard
-    fences: list[redis_snapshots.Fence] = field(default_factory=list)
+    fences: list[redis_snapshots.StandingFence] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
     failed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
-    def fence(self, sku_id: str, fence: Callable[..., redis_snapshots.Fence | None]) -> None:
+    def fence(self, sku_id: str, fence: Callable[..., redis_snapshots.StandingFence | None]) -> None:
         """One SKU in its own try: its failure is logged and counted, and the
         pass goes on with the others."""
         self.seen.add(sku_id)
@@ -199,7 +201,7 @@ class _DistrustPass:
 
 
 def snapshots_distrust(shard: Shard) -> None:
-    """A Redis shard is a new instance (core.redis.instance_check): what it
+    """A Redis shard is a new instance (core.redis.instance.instance_check): what it
     holds may be older than what was lost (restored from a file, a replica
     that lagged), so every SKU it has data of is dropped and fenced, and
     rebuilt exactly behind the confirm queue like a SKU Redis lost outright.
@@ -211,8 +213,8 @@ def snapshots_distrust(shard: Shard) -> None:
     contact with the instance and the failing SKUs are tried again. A shard
     that stops answering fails the check at once (nothing more can be fenced
     there); it too is checked again on the next contact."""
-    name, token = token_cache.tokens_distrust(shard=shard, delay_ms=fence_delay_ms())
-    redis_snapshots.fence_list(name=name, token=token)
+    token = token_cache.tokens_distrust(shard=shard, delay_ms=fence_delay_ms())
+    redis_snapshots.fence_list(standing=redis_snapshots.StandingFence(ClaimsFence(shard.tag), token))
     logger.warning("new Redis instance %s: its token keys dropped, claims fenced until %s", shard.name, token)
     done = _DistrustPass(shard)
     for sku_id in redis_snapshots.skus_held(shard=shard):
@@ -228,7 +230,7 @@ def snapshots_distrust(shard: Shard) -> None:
             done.fence(sku_id, redis_snapshots.fence_raise)
     if done.fences:
         logger.warning("new Redis instance held %d SKU snapshot(s); all fenced for an exact rebuild: %s",
-                       len(done.fences), [f.sku_id for f in done.fences[:20]])
+                       len(done.fences), [f.fence.sku_id for f in done.fences[:20]])
     if done.skipped:
         logger.error("new Redis instance %s: %d SKU id(s) outside the SKU-id alphabet not fenced (never sent to "
                      "Redis; end them and create their stock under new ids, see `manage.py check`): %s",
@@ -238,25 +240,35 @@ def snapshots_distrust(shard: Shard) -> None:
                                  f"runs again: {done.failed[:20]}")
 
 
+def fence_pass(*, fence: Fence, token: str, partition: int = 0) -> bool:
+    """The confirm consumer reached a copy of `fence` in `partition` of the
+    confirm stream: a SKU's fence comes in its SKU's partition
+    (`stock_fence_pass`), a shard's claims fence in every one
+    (`_claims_fence_pass`). Returns True if the fence passed."""
+    if isinstance(fence, ClaimsFence):
+        return _claims_fence_pass(fence, token, partition)
+    return stock_fence_pass(sku_id=fence.sku_id, token=token, partition=partition)
+
+
+def _claims_fence_pass(fence: ClaimsFence, token: str, partition: int) -> bool:
+    """The lost claims named reservations of any SKU: the fence is lifted once
+    each partition's copy has passed (every reservation it named is in MySQL
+    then), and leaves the list of fences to send then or once it is gone."""
+    outcome = token_cache.claims_fence_pass(shard_tag=fence.shard_tag, token=token, partition=partition,
+                                            partitions=settings.SECKILL_CONFIRM_PARTITIONS)
+    passed = outcome is token_cache.ClaimsFencePass.PASSED
+    if passed or not redis_snapshots.fence_stands(fence=fence):
+        redis_snapshots.fence_forget(fence=fence)
+    return passed
+
+
 def stock_fence_pass(*, sku_id: str, token: str, partition: int = 0) -> bool:
     """The confirm consumer reached this SKU's fence in `partition` of the
-    confirm stream (the SKU's own: inventory.messages.partition_of): every
+    confirm stream (the SKU's own: inventory.messages.queues.partition_of): every
     reservation of the SKU that was ahead of it is in MySQL, so a snapshot read
     now is exact. Load it, if that fence still stands (a copy of a passed
     fence, or the fence of an earlier loss, changes nothing). Returns True if
-    loaded.
-
-    A shard's claims fence (token_cache.CLAIMS_FENCE_PREFIX) passes the same
-    way, but its lost claims named reservations of any SKU: a copy goes to
-    every partition, and the fence is lifted once each partition's copy has
-    passed (every reservation it named is in MySQL then)."""
-    if sku_id.startswith(token_cache.CLAIMS_FENCE_PREFIX):
-        outcome = token_cache.claims_fence_pass(name=sku_id, token=token, partition=partition,
-                                                partitions=settings.SECKILL_CONFIRM_PARTITIONS)
-        passed = outcome is token_cache.ClaimsFencePass.PASSED
-        if passed or redis_snapshots.fence_token(sku_id=sku_id) is None:
-            redis_snapshots.fence_forget(sku_id=sku_id)
-        return passed
+    loaded."""
     if redis_snapshots.fence_token(sku_id=sku_id) != token:
         return False
     lock = None
@@ -275,10 +287,11 @@ def stock_fence_pass(*, sku_id: str, token: str, partition: int = 0) -> bool:
             return False
     finally:
         redis_snapshots.warm_lock_release(sku_id=sku_id, token=lock)
-    redis_snapshots.fence_forget(sku_id=sku_id)
+    redis_snapshots.fence_forget(fence=SkuFence(sku_id))
     logger.warning("snapshot of %s rebuilt behind its fence: available=%s epoch=%s", sku_id, snapshot.available,
                    snapshot.epoch)
     return True
+
 
 def snapshot_rebuild(*, sku_id: str, actor: str) -> None:
     """Reload the Redis snapshot from MySQL; refused while reservations are in

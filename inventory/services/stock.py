@@ -1,6 +1,7 @@
 """Stock moves in MySQL: the confirm's take, and the ops moves (freeze, unfreeze,
 restock, write-off). Takes start in Redis, gives start in MySQL
-(docs/architecture.md, "Take in Redis, give in MySQL")."""
+(docs/architecture.md, "Take in Redis, give in MySQL"). Also the repairs of
+Redis's available that reconciliation decides, with their log rows."""
 from __future__ import annotations
 
 import logging
@@ -255,3 +256,18 @@ def stock_write_off(*, sku_id: str, quantity: int, reason: str, actor: str) -> s
         changes={"frozen_stock": F("frozen_stock") - quantity, "total_stock": F("total_stock") - quantity},
         redis_available=0, total_delta=-quantity, frozen_delta=-quantity,
         refusal=f"Fewer than {quantity} unit(s) are frozen; nothing was written off.")
+
+
+# --- Repairs of the gate (reconciliation decides them) -----------------------------------
+
+def stock_repair(*, sku_id: str, repair_id: str, delta: int, why: str, actor: str) -> int | None:
+    """Move Redis's available by `delta` once per `repair_id` (a call repeated
+    after a lost reply changes nothing more), and record the REPAIR log row.
+    Returns Redis's available after it, None when already applied or Redis has
+    no snapshot. MySQL's buckets do not move: a repair brings Redis to them."""
+    after = gate.adjust_available(sku_id=sku_id, repair_id=repair_id, delta=delta)
+    InventoryLog.objects.create(
+        sku_id=sku_id, operation=InventoryLog.Operation.REPAIR, quantity=abs(delta), op_id=repair_id[:64],
+        status=InventoryLog.Status.SUCCESS, actor=actor,
+        reason=f"redis available {'+' if delta > 0 else ''}{delta} -> {after}; {why}"[:255])
+    return after

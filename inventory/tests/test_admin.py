@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from testsupport.factories import unique
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import keys as redis_keys, live as redis_live
 from inventory.models import InventoryLog, Sku
 

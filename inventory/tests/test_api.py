@@ -10,7 +10,9 @@ from django.test.utils import CaptureQueriesContext
 
 from testsupport import wait_until
 from testsupport.factories import unique
-from core.redis import RedisError, redis
+from core.redis.connection import redis
+from core.redis.errors import RedisError
+from inventory.domain import SkuFence
 from inventory.redis import gate, keys as redis_keys, live as redis_live, liveness, snapshots as redis_snapshots
 from inventory.models import Sku
 from reconciliation.tasks import ORPHANS_RECOVER_TASK
@@ -65,13 +67,13 @@ def test_a_sku_redis_lost_is_fenced_on_read_and_loaded_when_the_fence_passes(api
     assert api(buyer).get(f"/api/v1/skus/{sku.sku_id}").json()["available"] == 3  # MySQL's figure meanwhile
     assert redis_live.live_stock(sku_id=sku.sku_id) is None
     token = redis_snapshots.fence_token(sku_id=sku.sku_id)
-    assert token and sku.sku_id in redis_snapshots.fences_listed()
+    assert token and SkuFence(sku.sku_id) in redis_snapshots.fences_listed()
     assert not stock_fence_pass(sku_id=sku.sku_id, token="someone-else|0")  # not this fence: nothing
     assert redis_live.live_stock(sku_id=sku.sku_id) is None
     assert stock_fence_pass(sku_id=sku.sku_id, token=token)
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 3
     assert redis_snapshots.fence_token(sku_id=sku.sku_id) is None
-    assert sku.sku_id not in redis_snapshots.fences_listed()
+    assert SkuFence(sku.sku_id) not in redis_snapshots.fences_listed()
     assert Sku.objects.get(pk=sku.sku_id).redis_epoch == 2
     assert not stock_fence_pass(sku_id=sku.sku_id, token=token)  # a copy of a passed fence changes nothing
 
@@ -85,9 +87,9 @@ def _sweeps_just_ran() -> None:
 
 
 def _health(api):
-    from inventory import selectors
+    from inventory import health
 
-    selectors._health_cache.clear()
+    health._health_cache.clear()
     return api().get("/api/v1/health")
 
 
@@ -150,18 +152,19 @@ def test_health_names_a_partition_of_the_confirm_stream_that_no_consumer_takes(a
 
 
 def test_health_is_measured_at_most_once_a_second_over_one_broker_connection(api, live_db):
-    from inventory import messages, selectors
+    from inventory import health
+    from inventory.messages import broker_probe
 
-    selectors._health_cache.clear()
+    health._health_cache.clear()
     with mock.patch("inventory.redis.liveness.ping", wraps=liveness.ping) as ping:
         for _ in range(20):
             api().get("/api/v1/health")
     assert ping.call_count == 1
     conns = set()
     for _ in range(3):
-        selectors._health_cache.clear()
+        health._health_cache.clear()
         api().get("/api/v1/health")
-        conns.add(id(messages._probe.get("conn")))
+        conns.add(id(broker_probe._probe.get("conn")))
     assert len(conns) == 1 and None not in conns
 
 

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from testsupport.factories import unique
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import Sku
 

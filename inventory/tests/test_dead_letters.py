@@ -1,24 +1,26 @@
-"""Dead letters ops act on: replay through the consumer (never selling a unit
-twice), discard with a reason; both audited, both once. Real servers and a
-real worker."""
+"""Dead letters: what RabbitMQ dead-letters reaches the table; ops replay one
+through the consumer (never selling a unit twice) or discard it with a reason;
+both audited, both once. Real servers and a real worker."""
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client
 
+from testsupport import wait_until
 from testsupport.factories import unique
 from testsupport.purchase import publish, reserve_direct
 from testsupport.stores import assert_balanced, confirmed, settled
-from core.redis import redis
-from inventory import messages
+from core.redis.connection import redis
+from inventory.messages import encoding, names
 from inventory.redis import gate, keys as redis_keys, live as redis_live
 from inventory.models import DeadLetter, InventoryLog
 from inventory.services.dead_letters import (DeadLetterClosed, DeadLetterNotReplayable, DeadLetterReasonRequired,
-                                             dead_letter_discard, dead_letter_replay)
-from inventory.services.gives import dead_letter_record
+                                             dead_letter_discard, dead_letter_record, dead_letter_replay,
+                                             dead_letters_collect)
 from orders.models import Order
 
 
@@ -26,7 +28,7 @@ def confirm_dead_letter(r) -> DeadLetter:
     """As `_decide_splitting` leaves a reservation whose confirm kept failing:
     its unit given back to Redis (settled there), its fields in a dead letter."""
     gate.settle(sku_id=r.sku_id, confirmed=[], returned=[r.order_id])
-    return dead_letter_record(task_name=messages.CONFIRM_KIND, payload={
+    return dead_letter_record(task_name=names.CONFIRM_KIND, payload={
         "order_id": r.order_id, "sku_id": r.sku_id, "user_id": r.user_id, "quantity": r.quantity,
         "idempotency_key": r.idempotency_key, "reserved_ms": r.reserved_ms, "epoch": r.epoch},
         reason="OperationalError: simulated")
@@ -110,8 +112,8 @@ def test_a_dead_lettered_message_still_in_flight_is_confirmed(worker, make_sku, 
     sku = make_sku(stock=3)
     (buyer, _), = make_buyers(1)
     r = reserve_direct(sku.sku_id, buyer.pk)  # taken in Redis; its message went to the dead-letter queue
-    body, headers = messages.confirm_encode([r])
-    letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": body.decode(), "headers": headers},
+    body, headers = encoding.confirm_encode([r])
+    letter = dead_letter_record(task_name=names.CONFIRM_KIND, payload={"body": body.decode(), "headers": headers},
                                 reason="dead-lettered by RabbitMQ: delivery_limit")
     assert dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test").published == [r.order_id]
     confirmed(r.order_id)
@@ -120,7 +122,7 @@ def test_a_dead_lettered_message_still_in_flight_is_confirmed(worker, make_sku, 
 
 
 def test_a_refused_message_is_not_replayable_and_stays_open(live_db):
-    letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": '{"v":1,"r":[]}'},
+    letter = dead_letter_record(task_name=names.CONFIRM_KIND, payload={"body": '{"v":1,"r":[]}'},
                                 reason="refused: unsigned message")
     with pytest.raises(DeadLetterNotReplayable):
         dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
@@ -129,7 +131,7 @@ def test_a_refused_message_is_not_replayable_and_stays_open(live_db):
 
 
 def test_discard_needs_a_reason_and_happens_once(live_db):
-    letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": "x"}, reason="refused: junk")
+    letter = dead_letter_record(task_name=names.CONFIRM_KIND, payload={"body": "x"}, reason="refused: junk")
     with pytest.raises(DeadLetterReasonRequired):
         dead_letter_discard(dead_letter_id=letter.pk, actor="admin:test", reason="  ")
     dead_letter_discard(dead_letter_id=letter.pk, actor="admin:test", reason="junk from a test client")
@@ -149,7 +151,7 @@ def ops_client() -> tuple[object, Client]:
 
 def test_admin_discard_asks_a_reason_and_is_audited(live_db):
     user, client = ops_client()
-    letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": "x"}, reason="refused: junk")
+    letter = dead_letter_record(task_name=names.CONFIRM_KIND, payload={"body": "x"}, reason="refused: junk")
     url = "/admin/inventory/deadletter/"
     chosen = {"action": "discard", "_selected_action": [letter.pk]}
 
@@ -197,7 +199,7 @@ def test_support_cannot_replay(live_db):
     user.groups.add(Group.objects.get(name="support"))
     client = Client()
     client.force_login(user)
-    letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": "x"}, reason="refused: junk")
+    letter = dead_letter_record(task_name=names.CONFIRM_KIND, payload={"body": "x"}, reason="refused: junk")
     client.post("/admin/inventory/deadletter/", {"action": "discard", "_selected_action": [letter.pk],
                                                   "apply": "1", "reason": "no"})
     letter.refresh_from_db()
@@ -209,7 +211,7 @@ def gives_dead_letter(payloads: list[dict], *, signature: str | None = None) -> 
     from inventory import signing
 
     body = {"gives": payloads}
-    return dead_letter_record(task_name=messages.GIVES_TASK,
+    return dead_letter_record(task_name=names.GIVES_TASK,
                               payload={"body": [[body, signature or signing.sign(body)], {}, {}], "id": "t"},
                               reason="dead-lettered by RabbitMQ: delivery_limit")
 
@@ -222,7 +224,7 @@ def test_a_give_task_replayed_reaches_redis_once(worker, make_sku):
     from inventory.services import stock
 
     sku = make_sku(stock=2)
-    with mock.patch("inventory.messages.publish_gives"):  # the give's message is lost on the way
+    with mock.patch("inventory.messages.celery_sends.publish_gives"):  # the give's message is lost on the way
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 2
     letter = gives_dead_letter([OutboxMessage.objects.get(op_id=op_id).payload])
@@ -247,15 +249,15 @@ def _give_letter(task_name: str, shape: str, give: dict) -> DeadLetter:
     `body`) or the task's own refusal (its arguments under `args`)."""
     from inventory import signing
 
-    data = give if messages.dead_letter_kind(task_name) == messages.GIVE_TASK else {"gives": [give]}
+    data = give if names.dead_letter_kind(task_name) == names.GIVE_TASK else {"gives": [give]}
     args = [data, signing.sign(data)]
     payload = {"body": [args, {}, {}], "id": "t"} if shape == "body" else {"args": args}
     return dead_letter_record(task_name=task_name, payload=payload, reason="refused: test")
 
 
 @pytest.mark.parametrize("task_name, shape", [
-    (messages.GIVE_TASK, "body"), (messages.GIVES_TASK, "body"),  # dead-lettered by RabbitMQ
-    (messages.GIVE_TASK, "args"), (messages.GIVES_TASK, "args"),  # refused by the task itself
+    (names.GIVE_TASK, "body"), (names.GIVES_TASK, "body"),  # dead-lettered by RabbitMQ
+    (names.GIVE_TASK, "args"), (names.GIVES_TASK, "args"),  # refused by the task itself
     ("stock_give", "args"), ("stock_gives", "args"),              # the refusals' spelling before issue 18
 ])
 def test_a_give_letter_of_every_stored_spelling_replays(worker, make_sku, task_name, shape):
@@ -266,7 +268,7 @@ def test_a_give_letter_of_every_stored_spelling_replays(worker, make_sku, task_n
     from inventory.services import stock
 
     sku = make_sku(stock=2)
-    with mock.patch("inventory.messages.publish_gives"):  # the give's message is lost on the way
+    with mock.patch("inventory.messages.celery_sends.publish_gives"):  # the give's message is lost on the way
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
     letter = _give_letter(task_name, shape, OutboxMessage.objects.get(op_id=op_id).payload)
     assert dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test").gives == 1
@@ -276,7 +278,7 @@ def test_a_give_letter_of_every_stored_spelling_replays(worker, make_sku, task_n
 
 
 def test_a_fence_letter_is_not_replayed_and_says_why(live_db):
-    letter = dead_letter_record(task_name=messages.FENCE_KIND, payload={"body": '{"v":1,"f":[]}'},
+    letter = dead_letter_record(task_name=names.FENCE_KIND, payload={"body": '{"v":1,"f":[]}'},
                                 reason="dead-lettered by RabbitMQ: delivery_limit")
     with pytest.raises(DeadLetterNotReplayable, match="fence"):
         dead_letter_replay(dead_letter_id=letter.pk, actor="admin:test")
@@ -291,7 +293,24 @@ def test_the_migration_gives_old_spellings_their_task_names(live_db):
 
     migration = importlib.import_module("inventory.migrations.0011_model_names_and_dead_letter_kinds")
     old = [dead_letter_record(task_name=name, payload={"args": []}, reason="refused: test")
-           for name in ("stock_give", "stock_gives", messages.CONFIRM_KIND)]
+           for name in ("stock_give", "stock_gives", names.CONFIRM_KIND)]
     migration.dead_letter_kinds_normalise(apps, None)
     assert [DeadLetter.objects.get(pk=d.pk).task_name for d in old] == [
-        messages.GIVE_TASK, messages.GIVES_TASK, messages.CONFIRM_KIND]
+        names.GIVE_TASK, names.GIVES_TASK, names.CONFIRM_KIND]
+
+
+def test_what_rabbitmq_dead_letters_reaches_the_table(live_db):
+    from seckill_site.celery import app
+
+    with app.connection_for_write() as conn:
+        producer = conn.Producer()
+        dead = settings.CELERY_DEAD_LETTER
+        producer.publish({"poison": True}, exchange=dead.exchange, routing_key=dead.routing_key,
+                         declare=[dead], headers={"task": names.GIVE_TASK},
+                         serializer="json")
+    before = DeadLetter.objects.count()
+    wait_until(lambda: dead_letters_collect() or DeadLetter.objects.count() > before,
+               what="dead letter collected")
+    letter = DeadLetter.objects.latest("created_at")
+    assert letter.task_name == names.GIVE_TASK
+    assert letter.payload["body"] == {"poison": True}

@@ -1,16 +1,13 @@
-"""Gives reach Redis once, even across a snapshot rebuilt from MySQL; dead letters are kept."""
+"""Gives reach Redis once, even across a snapshot rebuilt from MySQL."""
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
 
-from testsupport import wait_until
 from testsupport.purchase import rebuild_lost
-from core.redis import redis
-from inventory import messages
+from core.redis.connection import redis
 from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.services import gives, stock
-from inventory.models import DeadLetter, OutboxMessage
+from inventory.models import OutboxMessage
 
 
 def test_snapshot_counts_its_gives_so_a_late_redelivery_adds_nothing(make_sku, live_db):
@@ -25,23 +22,6 @@ def test_snapshot_counts_its_gives_so_a_late_redelivery_adds_nothing(make_sku, l
                                         total_delta=3)
     assert outcome is redis_keys.Give.ALREADY
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
-
-
-def test_what_rabbitmq_dead_letters_reaches_the_table(live_db):
-    from seckill_site.celery import app
-
-    with app.connection_for_write() as conn:
-        producer = conn.Producer()
-        dead = settings.CELERY_DEAD_LETTER
-        producer.publish({"poison": True}, exchange=dead.exchange, routing_key=dead.routing_key,
-                         declare=[dead], headers={"task": messages.GIVE_TASK},
-                         serializer="json")
-    before = DeadLetter.objects.count()
-    wait_until(lambda: gives.dead_letters_collect() or DeadLetter.objects.count() > before,
-               what="dead letter collected")
-    letter = DeadLetter.objects.latest("created_at")
-    assert letter.task_name == messages.GIVE_TASK
-    assert letter.payload["body"] == {"poison": True}
 
 
 def test_a_give_that_finds_no_snapshot_is_retried_not_lost(make_sku, live_db):
@@ -62,7 +42,7 @@ def test_a_give_that_finds_no_snapshot_is_retried_not_lost(make_sku, live_db):
     redis().delete(keys.stock)  # Redis lost the SKU; a warm-up starts
     with transaction.atomic():
         snap = selectors.sku_snapshot(sku=skus_lock(sku_ids=[sku.sku_id])[sku.sku_id], holdings=Holdings(), epoch=2)
-    with mock.patch("inventory.messages.publish_gives"):  # the give's message is handled below, by hand
+    with mock.patch("inventory.messages.celery_sends.publish_gives"):  # the give's message is handled below, by hand
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
     with pytest.raises(gives.GiveDeferred):
         gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=3, user_id=None, total_delta=3, wait_s=0)
@@ -84,7 +64,7 @@ def test_lost_gives_are_marked_for_sending_again(make_sku, live_db):
     from inventory.models import InventoryLog
 
     sku = make_sku(stock=2)
-    with __import__("unittest").mock.patch("inventory.messages.publish_gives"):
+    with __import__("unittest").mock.patch("inventory.messages.celery_sends.publish_gives"):
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=1, reason="more", actor="t")
     assert OutboxMessage.objects.get(op_id=op_id).sent_at is not None  # "sent", but lost on the way
     InventoryLog.objects.filter(op_id=op_id).update(created_at=timezone.now() - timedelta(minutes=5))
@@ -112,7 +92,7 @@ def test_a_give_that_meets_no_snapshot_backs_off(make_sku, live_db):
     from inventory.models import InventoryLog
 
     sku = make_sku(stock=2)
-    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
+    with mock.patch("inventory.messages.celery_sends.publish_gives", side_effect=ConnectionError("broker away")):
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=1, reason="more", actor="t")
     redis().delete(redis_keys.sku_keys(sku.sku_id).stock)  # Redis lost the SKU
     assert gives.outbox_relay(op_ids=[op_id]) == 1  # sent once; nobody applies it
@@ -151,7 +131,7 @@ def test_a_give_redis_refuses_leaves_the_other_skus_gives_applied(make_sku, live
     from inventory.redis import gate
 
     good, bad = make_sku(stock=2), make_sku(stock=2)
-    with mock.patch("inventory.messages.publish_gives"):  # the message is handled below, by hand
+    with mock.patch("inventory.messages.celery_sends.publish_gives"):  # the message is handled below, by hand
         ops = {s.sku_id: stock.stock_restock(sku_id=s.sku_id, quantity=3, reason="more", actor="t")
                for s in (bad, good)}
     real = gate.give

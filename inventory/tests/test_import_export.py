@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from testsupport.factories import unique
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import InventoryLog, Sku
 from inventory.services import skus

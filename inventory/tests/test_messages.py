@@ -3,6 +3,7 @@ publish at the same moment share a message, each keeps its own budget, and
 the broker holds every reservation exactly once."""
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import zlib
@@ -14,8 +15,8 @@ import pytest
 from django.conf import settings
 from kombu import Connection, Consumer
 
-from inventory import messages
-from inventory.domain import Reservation
+from inventory.messages import broker_probe, encoding, group_publisher, publisher, queues
+from inventory.domain import ClaimsFence, Reservation, SkuFence
 from testsupport import wait_until
 
 pytestmark = pytest.mark.usefixtures("no_worker")
@@ -26,16 +27,16 @@ def drain_confirm_queue(partition: int = 0) -> list[list[Reservation]]:
     return [d.reservations for d in drain_partition(partition)]
 
 
-def drain_partition(partition: int = 0) -> list[messages.Decoded]:
+def drain_partition(partition: int = 0) -> list[encoding.Decoded]:
     """Every message waiting on a partition of the confirm stream (taken off it), decoded."""
-    out: list[messages.Decoded] = []
+    out: list[encoding.Decoded] = []
 
     def take(message) -> None:
-        out.append(messages.message_decode(message.body, message.headers))
+        out.append(encoding.message_decode(message.body, message.headers))
         message.ack()
 
     with Connection(settings.CELERY_BROKER_URL) as conn:
-        queue = messages.confirm_queue(partition)(conn.channel())
+        queue = queues.confirm_queue(partition)(conn.channel())
         # A quorum queue with a single active consumer serves no basic.get: consume.
         with Consumer(conn.default_channel, queues=[queue], callbacks=[lambda body, message: take(message)],
                       accept=None):
@@ -53,14 +54,14 @@ def reservation(sku_id: str = "GROUP-TEST") -> Reservation:
 
 @pytest.fixture
 def empty_queue():
-    messages.publish_confirms([reservation()])  # declares the queue if this is the first test
+    publisher.publish_confirms([reservation()])  # declares the queue if this is the first test
     drain_confirm_queue()
     yield
     drain_confirm_queue()
 
 
 def test_concurrent_publishes_share_messages_and_each_reservation_is_stored_once(empty_queue):
-    real_send = messages._send
+    real_send = publisher.send
 
     def slow_send(*args, **kwargs):  # a busy broker: requests gather while one message is out
         time.sleep(0.05)
@@ -71,11 +72,11 @@ def test_concurrent_publishes_share_messages_and_each_reservation_is_stored_once
 
     def click(r: Reservation) -> None:
         try:
-            messages.publish_confirm(r, deadline=time.monotonic() + 5)
+            group_publisher.publish_confirm(r, deadline=time.monotonic() + 5)
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
 
-    with mock.patch.object(messages, "_send", side_effect=slow_send):
+    with mock.patch.object(publisher, "send", side_effect=slow_send):
         threads = [threading.Thread(target=click, args=(r,)) for r in sent]
         for t in threads:
             t.start()
@@ -89,7 +90,7 @@ def test_concurrent_publishes_share_messages_and_each_reservation_is_stored_once
 
 
 def test_a_request_that_runs_out_of_budget_fails_and_is_not_published_later(empty_queue):
-    real_send = messages._send
+    real_send = publisher.send
     release = threading.Event()
 
     def held_send(*args, **kwargs):
@@ -101,12 +102,12 @@ def test_a_request_that_runs_out_of_budget_fails_and_is_not_published_later(empt
 
     def publish(name: str, r: Reservation, budget: float) -> None:
         try:
-            messages.publish_confirm(r, deadline=time.monotonic() + budget)
+            group_publisher.publish_confirm(r, deadline=time.monotonic() + budget)
             outcome[name] = "ok"
         except TimeoutError as exc:
             outcome[name] = exc
 
-    with mock.patch.object(messages, "_send", side_effect=held_send):
+    with mock.patch.object(publisher, "send", side_effect=held_send):
         a = threading.Thread(target=publish, args=("first", first, 5.0))
         a.start()
         time.sleep(0.1)  # the first message is out (held); the late one waits behind it
@@ -130,8 +131,8 @@ def skus_across(n: int, per: int = 1) -> list[str]:
     found: dict[int, list[str]] = {k: [] for k in range(n)}
     while any(len(v) < per for v in found.values()):
         sku = f"PART-{uuid.uuid4().hex[:10]}"
-        if len(found[messages.partition_of(sku)]) < per:
-            found[messages.partition_of(sku)].append(sku)
+        if len(found[queues.partition_of(sku)]) < per:
+            found[queues.partition_of(sku)].append(sku)
     return [s for k in range(n) for s in found[k]]
 
 
@@ -139,7 +140,7 @@ def skus_across(n: int, per: int = 1) -> list[str]:
 def partitioned(settings):
     settings.SECKILL_CONFIRM_PARTITIONS = PARTITIONS
     for k in range(PARTITIONS):
-        messages.publish_confirms([reservation(skus_across(PARTITIONS)[k])])  # declares each queue
+        publisher.publish_confirms([reservation(skus_across(PARTITIONS)[k])])  # declares each queue
         drain_partition(k)
     yield
     for k in range(PARTITIONS):
@@ -149,20 +150,20 @@ def partitioned(settings):
 def test_one_partition_is_the_one_queue_of_before_and_more_keep_its_name(settings):
     base = settings.SECKILL_CONFIRM_QUEUE
     assert settings.SECKILL_CONFIRM_PARTITIONS == 1
-    assert [q.name for q in messages.confirm_queues()] == [base]
-    assert messages.confirm_queue().routing_key == base and messages.confirm_queue().exchange.name == base
-    assert {messages.partition_of(f"S{i}") for i in range(50)} == {0}
+    assert [q.name for q in queues.confirm_queues()] == [base]
+    assert queues.confirm_queue().routing_key == base and queues.confirm_queue().exchange.name == base
+    assert {queues.partition_of(f"S{i}") for i in range(50)} == {0}
     settings.SECKILL_CONFIRM_PARTITIONS = PARTITIONS
-    queues = messages.confirm_queues()
-    assert [q.name for q in queues] == [base, f"{base}.1", f"{base}.2"]
-    assert {q.exchange.name for q in queues} == {base}  # one direct exchange, a routing key per partition
-    assert [q.routing_key for q in queues] == [q.name for q in queues]
-    for q in queues:  # every partition: today's arguments
-        assert q.queue_arguments == messages.confirm_queue().queue_arguments
+    every = queues.confirm_queues()
+    assert [q.name for q in every] == [base, f"{base}.1", f"{base}.2"]
+    assert {q.exchange.name for q in every} == {base}  # one direct exchange, a routing key per partition
+    assert [q.routing_key for q in every] == [q.name for q in every]
+    for q in every:  # every partition: today's arguments
+        assert q.queue_arguments == queues.confirm_queue().queue_arguments
         assert q.queue_arguments["x-single-active-consumer"] is True
     # a hash every process computes alike, spread over every partition
-    assert all(messages.partition_of(f"S{i}") == zlib.crc32(f"S{i}".encode()) % PARTITIONS for i in range(50))
-    assert {messages.partition_of(f"S{i}") for i in range(50)} == set(range(PARTITIONS))
+    assert all(queues.partition_of(f"S{i}") == zlib.crc32(f"S{i}".encode()) % PARTITIONS for i in range(50))
+    assert {queues.partition_of(f"S{i}") for i in range(50)} == set(range(PARTITIONS))
 
 
 def test_each_skus_reservations_stay_on_its_partition_in_order(partitioned):
@@ -173,7 +174,7 @@ def test_each_skus_reservations_stay_on_its_partition_in_order(partitioned):
     def buy(sku: str) -> None:  # one buyer after another on the SKU, all SKUs at once
         try:
             for r in sent[sku]:
-                messages.publish_confirm(r, deadline=time.monotonic() + 5)
+                group_publisher.publish_confirm(r, deadline=time.monotonic() + 5)
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
 
@@ -184,10 +185,10 @@ def test_each_skus_reservations_stay_on_its_partition_in_order(partitioned):
         t.join()
     assert errors == []
     swept = [reservation(s) for s in skus]  # the orphan sweep's republish: one list of any SKUs
-    assert messages.publish_confirms(swept) == PARTITIONS  # a message per partition
+    assert publisher.publish_confirms(swept) == PARTITIONS  # a message per partition
     for k in range(PARTITIONS):
         got = [r for d in drain_partition(k) for r in d.reservations]
-        assert {r.sku_id for r in got} == {s for s in skus if messages.partition_of(s) == k}
+        assert {r.sku_id for r in got} == {s for s in skus if queues.partition_of(s) == k}
         for s in {r.sku_id for r in got}:
             assert [r.order_id for r in got if r.sku_id == s] == [r.order_id for r in sent[s] + swept
                                                                   if r.sku_id == s]
@@ -196,20 +197,30 @@ def test_each_skus_reservations_stay_on_its_partition_in_order(partitioned):
 def test_a_skus_fence_follows_its_confirms_in_its_partition_and_the_claims_fence_goes_to_every_one(
         partitioned):
     a, b, _c = skus_across(PARTITIONS)  # in partitions 0, 1 and 2
-    messages.publish_confirms([reservation(a), reservation(b), reservation(a)])
-    claims = "@claims:test"
-    messages.publish_fences([(a, "t-a"), (b, "t-b"), (claims, "t-claims")])
-    messages.publish_confirms([reservation(a)])  # sent after the fence: not promised before it
+    publisher.publish_confirms([reservation(a), reservation(b), reservation(a)])
+    claims = ClaimsFence("test")
+    publisher.publish_fences([(SkuFence(a), "t-a"), (SkuFence(b), "t-b"), (claims, "t-claims")])
+    publisher.publish_confirms([reservation(a)])  # sent after the fence: not promised before it
 
-    def stream(k: int) -> list[tuple[str, str]]:
+    def stream(k: int) -> list[tuple[str, object]]:
         out = []
         for d in drain_partition(k):
-            out += [("r", r.sku_id) for r in d.reservations] + [("f", name) for name, _token in d.fences]
+            out += [("r", r.sku_id) for r in d.reservations] + [("f", fence) for fence, _token in d.fences]
         return out
 
-    assert stream(0) == [("r", a), ("r", a), ("f", a), ("f", claims), ("r", a)]
-    assert stream(1) == [("r", b), ("f", b), ("f", claims)]
+    assert stream(0) == [("r", a), ("r", a), ("f", SkuFence(a)), ("f", claims), ("r", a)]
+    assert stream(1) == [("r", b), ("f", SkuFence(b)), ("f", claims)]
     assert stream(2) == [("f", claims)]
+
+
+def test_a_fence_message_names_its_fences_as_every_version_did():
+    """A SKU's fence travels as its id, a shard's claims fence as
+    "@claims:<shard tag>": a message an earlier version queued reads as the
+    same fences, and one sent now reads in a worker of that version."""
+    fences = [(SkuFence("A-1"), "t1"), (ClaimsFence("s7"), "t2"), (ClaimsFence(""), "t3")]
+    body, headers = encoding.fence_encode(fences)
+    assert json.loads(body)["f"] == [["A-1", "t1"], ["@claims:s7", "t2"], ["@claims:", "t3"]]
+    assert encoding.message_decode(body, headers).fences == fences
 
 
 def test_the_depth_sums_every_partition(partitioned):
@@ -219,9 +230,9 @@ def test_the_depth_sums_every_partition(partitioned):
     counts = [1, 3, 2]  # messages per partition
     for sku, n in zip(skus, counts):
         for _ in range(n):
-            messages.publish_confirms([reservation(sku)])
-    wait_until(lambda: [d.messages for d in messages.confirm_queue_depths()] == counts)
-    assert messages.confirm_queue_depth().messages == sum(counts)
+            publisher.publish_confirms([reservation(sku)])
+    wait_until(lambda: [d.messages for d in broker_probe.confirm_queue_depths()] == counts)
+    assert broker_probe.confirm_queue_depth().messages == sum(counts)
     assert live_selectors.confirm_queue_depth() == sum(counts)  # the live view's figure
 
 
@@ -239,9 +250,9 @@ def refusing_queue(empty_queue):
 
     def refused() -> bool:  # the queue applies a policy a moment after it is set
         try:
-            messages.publish_confirms([reservation("PROBE")])
+            publisher.publish_confirms([reservation("PROBE")])
             return False
-        except messages.MessageNacked:
+        except publisher.MessageNacked:
             return True
 
     wait_until(refused, timeout=30, what="the queue refusing publishes")
@@ -263,16 +274,16 @@ def refusing_queue(empty_queue):
 
 def test_a_publish_the_queue_refuses_is_sent_again_while_its_budget_lasts(refusing_queue):
     r = reservation()
-    with mock.patch.object(messages, "REFUSED_BACKOFF_MAX_S", 0.1):
+    with mock.patch.object(publisher, "REFUSED_BACKOFF_MAX_S", 0.1):
         # refused the whole budget: the caller hears of it (its request answers 503, nothing taken),
         # as the last refusal or as its wait running out, whichever of the two deadlines is met first
-        with pytest.raises((messages.MessageNacked, TimeoutError)):
-            messages.publish_confirm(r, deadline=time.monotonic() + 1.0)
+        with pytest.raises((publisher.MessageNacked, TimeoutError)):
+            group_publisher.publish_confirm(r, deadline=time.monotonic() + 1.0)
         # refused for a moment, then taken: the request's publish succeeds
         timer = threading.Timer(1.0, refusing_queue)
         timer.start()
         try:
-            messages.publish_confirm(r, deadline=time.monotonic() + 8.0)
+            group_publisher.publish_confirm(r, deadline=time.monotonic() + 8.0)
         finally:
             timer.join()
     stored = [x.order_id for message in drain_confirm_queue() for x in message if x.sku_id != "PROBE"]

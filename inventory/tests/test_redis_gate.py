@@ -9,7 +9,7 @@ import uuid
 import pytest
 from django.test import override_settings
 
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.domain import Reservation
 from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.redis.keys import Adjust, Freeze, FreezeCancel, Give, Hold, Meta, UndoOutcome, Reserve

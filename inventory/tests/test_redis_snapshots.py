@@ -7,9 +7,10 @@ import uuid
 
 import pytest
 
-from core.redis import redis
+from core.redis.connection import redis
+from inventory.domain import ClaimsFence, SkuFence
 from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
-from inventory.redis.keys import Load, Reserve
+from inventory.redis.keys import FENCES_KEY, Load, Reserve
 
 pytestmark = pytest.mark.redis_both
 
@@ -61,8 +62,25 @@ def test_a_fence_is_raised_once_only_where_the_snapshot_is_gone_and_a_load_passe
     assert redis_snapshots.snapshot_load(sku_id=sku_id, snapshot=snapshot(), fence="another") is Load.NOT_FENCE
     assert redis_snapshots.snapshot_load(sku_id=sku_id, snapshot=snapshot(), fence=fence.token) is Load.LOADED
     assert redis_snapshots.fence_token(sku_id=sku_id) is None  # loading cleared it
-    redis_snapshots.fence_forget(sku_id=sku_id)
-    assert sku_id not in redis_snapshots.fences_listed()
+    assert SkuFence(sku_id) in redis_snapshots.fences_listed()
+    redis_snapshots.fence_forget(fence=SkuFence(sku_id))
+    assert SkuFence(sku_id) not in redis_snapshots.fences_listed()
+
+
+def test_a_claims_fence_is_listed_under_the_name_every_version_reads():
+    """The list of fences to send names a shard's claims fence
+    "@claims:<shard tag>", as an earlier version listed it: one listed then
+    is read as the claims fence, and one listed now reads there."""
+    tag = f"t{uuid.uuid4().hex[:6]}"
+    fence = ClaimsFence(tag)
+    redis_snapshots.fence_list(standing=redis_snapshots.StandingFence(fence, "x|5"))
+    try:
+        assert redis().zscore(FENCES_KEY, f"@claims:{tag}") == 5
+        assert redis_snapshots.fences_listed()[fence] == 5
+        assert SkuFence(f"@claims:{tag}") not in redis_snapshots.fences_listed()
+    finally:
+        redis_snapshots.fence_forget(fence=fence)
+    assert redis().zscore(FENCES_KEY, f"@claims:{tag}") is None
 
 
 def test_a_snapshot_is_dropped_for_a_rebuild_only_while_nothing_is_in_flight(sku_id):

@@ -53,7 +53,7 @@ def test_keys_stay_while_anything_is_in_flight_or_pending(make_sku, make_buyers)
     busy, pending, recent = make_sku(stock=3), make_sku(stock=3), make_sku(stock=3)
     (user, _t), = make_buyers(1)
     reserve_direct(busy.sku_id, user.pk)  # its confirm has not come
-    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
+    with mock.patch("inventory.messages.celery_sends.publish_gives", side_effect=ConnectionError("broker away")):
         stock.stock_restock(sku_id=pending.sku_id, quantity=1, reason="more", actor="t")  # give pending
     for s in (busy, pending):
         ended_long_ago(s.sku_id)
@@ -88,7 +88,7 @@ def test_a_reopened_sku_is_loaded_at_once_and_exactly(make_sku, make_buyers):
     ended_long_ago(sku.sku_id)
     assert sku.sku_id in retention.skus_retire(grace_s=3600).dropped
     # A give made while the keys are gone is done in MySQL alone, once.
-    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
+    with mock.patch("inventory.messages.celery_sends.publish_gives", side_effect=ConnectionError("broker away")):
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
     payload = OutboxMessage.objects.get(op_id=op_id).payload
     assert gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=3, user_id=None, total_delta=3,
@@ -129,7 +129,7 @@ def test_a_drop_and_a_load_never_overlap(make_sku):
 def test_old_outbox_rows_go_once_their_give_is_done(make_sku):
     sku = make_sku(stock=2)
     done = stock.stock_restock(sku_id=sku.sku_id, quantity=1, reason="done", actor="t")
-    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
+    with mock.patch("inventory.messages.celery_sends.publish_gives", side_effect=ConnectionError("broker away")):
         pending = stock.stock_restock(sku_id=sku.sku_id, quantity=1, reason="pending", actor="t")
     gives.stock_give_apply(sku_id=sku.sku_id, op_id=done, quantity=1, user_id=None, total_delta=1)
     OutboxMessage.objects.filter(op_id=pending).update(sent_at=timezone.now())  # sent, never applied
@@ -146,10 +146,10 @@ def test_old_outbox_rows_go_once_their_give_is_done(make_sku):
 
 
 def test_resolved_dead_letters_go_open_ones_stay(live_db):
-    from inventory.services.dead_letters import dead_letter_discard
+    from inventory.services.dead_letters import dead_letter_discard, dead_letter_record
 
-    old_open = gives.dead_letter_record(task_name="t", payload={"a": 1}, reason="r")
-    old_done = gives.dead_letter_record(task_name="t", payload={"a": 2}, reason="r")
+    old_open = dead_letter_record(task_name="t", payload={"a": 1}, reason="r")
+    old_done = dead_letter_record(task_name="t", payload={"a": 2}, reason="r")
     dead_letter_discard(dead_letter_id=old_done.pk, actor="ops", reason="junk")
     DeadLetter.objects.filter(pk__in=[old_open.pk, old_done.pk]).update(created_at=timezone.now() - OLD)
     DeadLetter.objects.filter(pk=old_done.pk).update(resolved_at=timezone.now() - OLD)

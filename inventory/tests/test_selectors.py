@@ -1,5 +1,5 @@
 """inventory.selectors: which SKUs the sweeps visit (ended ones until their gives are
-applied), which ones retention may retire, and when a sweep counts as late."""
+applied) and which ones retention may retire."""
 from __future__ import annotations
 
 from datetime import timedelta
@@ -17,7 +17,7 @@ def test_an_ended_sku_is_swept_while_a_give_of_its_is_pending(make_sku):
     within a week of its end: a give pending for a SKU Redis lost then waited
     for a snapshot nobody loaded."""
     pending, idle = make_sku(stock=2), make_sku(stock=2)
-    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
+    with mock.patch("inventory.messages.celery_sends.publish_gives", side_effect=ConnectionError("broker away")):
         stock.stock_restock(sku_id=pending.sku_id, quantity=1, reason="more", actor="t")
     for s in (pending, idle):
         skus.sku_update(sku_id=s.sku_id, actor="t", status=Sku.Status.ENDED)
@@ -41,7 +41,7 @@ def test_a_retired_sku_is_not_swept(make_sku):
 
 def test_an_ended_sku_is_retirable_after_its_grace_unless_a_give_is_pending(make_sku):
     ended, pending, active = make_sku(stock=2), make_sku(stock=2), make_sku(stock=2)
-    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("broker away")):
+    with mock.patch("inventory.messages.celery_sends.publish_gives", side_effect=ConnectionError("broker away")):
         stock.stock_restock(sku_id=pending.sku_id, quantity=1, reason="more", actor="t")
     for s in (ended, pending):
         skus.sku_update(sku_id=s.sku_id, actor="t", status=Sku.Status.ENDED)
@@ -53,19 +53,3 @@ def test_an_ended_sku_is_retirable_after_its_grace_unless_a_give_is_pending(make
     Sku.objects.filter(pk__in=[ended.sku_id, pending.sku_id]).update(
         status_changed_at=timezone.now() - timedelta(hours=2))
     assert ids & set(selectors.sku_ids_retirable(grace_s=3600, limit=10_000)) == {ended.sku_id}
-
-
-def test_a_sweep_is_late_after_three_intervals_from_when_it_is_measured():
-    every, now = 10_000, 1_000_000
-    slack = selectors.BEAT_SLACK_MS
-    # Measured from its last run, when it ran since beat began holding it.
-    assert not selectors.sweep_late(now_ms=now, every_ms=every, ran=now - 3 * every - slack, held=0, started=0)
-    assert selectors.sweep_late(now_ms=now, every_ms=every, ran=now - 3 * every - slack - 1, held=0, started=0)
-    # A run from before beat held it again does not count: measured from the hold
-    # (or the start of beat, whichever is later).
-    held = now - every
-    assert not selectors.sweep_late(now_ms=now, every_ms=every, ran=held - 1, held=held, started=0)
-    assert selectors.sweep_late(now_ms=now, every_ms=every, ran=0, held=1, started=now - 4 * every - slack)
-    assert not selectors.sweep_late(now_ms=now, every_ms=every, ran=None, held=None, started=now - every)
-    # No record at all: nothing shows beat alive.
-    assert selectors.sweep_late(now_ms=now, every_ms=every, ran=None, held=None, started=None)

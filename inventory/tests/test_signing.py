@@ -9,7 +9,8 @@ import pytest
 from django.conf import settings
 from kombu import Connection, Producer
 
-from inventory import messages, signing
+from inventory import signing
+from inventory.messages import encoding, names, queues
 from inventory.models import DeadLetter
 from inventory.services.dead_letters import DeadLetterNotReplayable, dead_letter_replay
 from inventory.tasks import stock_give_task
@@ -48,10 +49,10 @@ def test_a_give_task_with_a_non_ascii_signature_is_refused_and_kept_for_ops(live
 
 
 def test_a_dead_lettered_gives_task_with_a_non_ascii_signature_is_not_replayed(live_db):
-    from inventory.services.gives import dead_letter_record
+    from inventory.services.dead_letters import dead_letter_record
 
     body = {"gives": [{"sku_id": "x", "op_id": "y", "quantity": 999}]}
-    letter = dead_letter_record(task_name=messages.GIVES_TASK, payload={"body": [[body, "\u4e2d" * 64], {}, {}]},
+    letter = dead_letter_record(task_name=names.GIVES_TASK, payload={"body": [[body, "\u4e2d" * 64], {}, {}]},
                                 reason="dead-lettered by RabbitMQ: delivery_limit")
     # the signature's verdict, not "not readable": ops learn the message was forged
     with pytest.raises(DeadLetterNotReplayable, match="signature"):
@@ -68,16 +69,16 @@ def test_a_confirm_message_with_a_non_ascii_signature_is_refused_by_the_real_con
     sku = make_sku(stock=3)
     (user, _), = make_buyers(1)
     res = reserve_direct(sku.sku_id, user.pk)
-    body, headers = messages.confirm_encode([res])
-    before = DeadLetter.objects.filter(task_name=messages.CONFIRM_KIND).count()
-    queue = messages.confirm_queue()
+    body, headers = encoding.confirm_encode([res])
+    before = DeadLetter.objects.filter(task_name=names.CONFIRM_KIND).count()
+    queue = queues.confirm_queue()
     with Connection(settings.CELERY_BROKER_URL, transport_options={"confirm_publish": True}) as conn:
         Producer(conn.channel(), exchange=queue.exchange, routing_key=queue.routing_key).publish(
             body, content_type="application/json", content_encoding="utf-8",
-            headers={**headers, messages.SIGNATURE_HEADER: "é" * 64}, delivery_mode=2)
-    wait_until(lambda: DeadLetter.objects.filter(task_name=messages.CONFIRM_KIND).count() > before,
+            headers={**headers, names.SIGNATURE_HEADER: "é" * 64}, delivery_mode=2)
+    wait_until(lambda: DeadLetter.objects.filter(task_name=names.CONFIRM_KIND).count() > before,
                what="the message set aside")
-    letter = DeadLetter.objects.filter(task_name=messages.CONFIRM_KIND).latest("pk")
+    letter = DeadLetter.objects.filter(task_name=names.CONFIRM_KIND).latest("pk")
     assert letter.reason == "refused: signature mismatch", letter.reason
     assert res.order_id in letter.payload["body"]
     assert not Order.objects.filter(pk=res.order_id).exists()
@@ -89,9 +90,9 @@ def test_a_give_task_with_a_non_ascii_signature_through_the_real_worker_is_kept_
     from celery import current_app
 
     payload = {"sku_id": "x", "op_id": "non-ascii-over-the-broker", "quantity": 999}
-    current_app.send_task(messages.GIVE_TASK, args=[payload, "0" * 63 + "é"])
+    current_app.send_task(names.GIVE_TASK, args=[payload, "0" * 63 + "é"])
     # the task refused it (a TypeError would fail the task and leave ops nothing)
     wait_until(lambda: DeadLetter.objects.filter(payload__args__0__op_id=payload["op_id"]).exists(),
                what="the refused give kept")
     letter = DeadLetter.objects.get(payload__args__0__op_id=payload["op_id"])
-    assert letter.task_name == messages.GIVE_TASK and letter.reason == "refused: signature mismatch"
+    assert letter.task_name == names.GIVE_TASK and letter.reason == "refused: signature mismatch"

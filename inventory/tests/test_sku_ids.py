@@ -23,10 +23,12 @@ from django.test import Client
 from django.utils import timezone
 
 from core.errors import InvalidInput
-from core.redis import instance_check, redis, shard_of
+from core.redis.connection import redis
+from core.redis.instance import instance_check
+from core.redis.shards import shard_of
 from redis.exceptions import ConnectionError as RedisConnectionError, ResponseError
 from inventory import checks as inventory_checks
-from inventory.domain import SKU_ID_PATTERN, sku_id_valid
+from inventory.domain import SKU_ID_PATTERN, SkuFence, sku_id_valid
 from inventory.models import Sku
 from inventory.redis import keys as redis_keys, snapshots as redis_snapshots
 from inventory.services import skus
@@ -217,7 +219,7 @@ def test_the_new_instance_check_skips_an_id_outside_the_alphabet_and_fences_the_
     assert redis_snapshots.fence_token(sku_id=good.sku_id) is not None  # dropped and fenced for a rebuild
     assert not redis_snapshots.snapshot_exists(sku_id=good.sku_id)
     assert redis_snapshots.fence_token(sku_id=legacy.sku_id) is None  # never sent to Redis
-    assert legacy.sku_id not in redis_snapshots.fences_listed()
+    assert SkuFence(legacy.sku_id) not in redis_snapshots.fences_listed()
     assert re.search(r"outside the SKU-id alphabet not fenced.*" + re.escape(repr(legacy.sku_id)), caplog.text)
     # The instance is recorded as checked: a SKU made now warms at once.
     fresh = skus.sku_create(sku_id=unique("T"), stock=2)

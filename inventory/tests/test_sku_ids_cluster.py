@@ -13,7 +13,9 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from core.redis import clustered, redis, shard_of
+from core.redis.connection import clustered, redis
+from core.redis.shards import shard_of
+from inventory.domain import SkuFence
 from inventory.models import Sku
 from inventory.redis import keys as redis_keys, snapshots as redis_snapshots
 from inventory.services.skus import sku_create
@@ -68,7 +70,7 @@ def test_a_sku_outside_the_alphabet_does_not_stop_a_new_instance_check(live_db, 
     assert stock_warm(sku_id=made.sku_id) is Warm.READY
     assert shard.client.get(shard.key("instance")) is not None  # the check completed and was recorded
     assert redis_snapshots.fence_token(sku_id=legacy.sku_id) is None  # never sent to Redis
-    assert legacy.sku_id not in redis_snapshots.fences_listed()
+    assert SkuFence(legacy.sku_id) not in redis_snapshots.fences_listed()
 
     # The SKU on sale before was fenced by the check; its fence passes the
     # worker's confirm queue and it is rebuilt exactly, then it sells again.

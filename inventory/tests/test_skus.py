@@ -5,7 +5,8 @@ import pytest
 from django.db import transaction
 
 from testsupport.factories import unique
-from core.redis import redis, text
+from core.redis.connection import redis
+from core.redis.keys import text
 from inventory.redis import keys as redis_keys, snapshots as redis_snapshots
 from inventory.services import registry, skus, snapshots
 

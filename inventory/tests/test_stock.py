@@ -1,6 +1,7 @@
 """inventory.services.stock's ops moves: a freeze is a take (Redis first), unfreeze,
 write-off and restock are gives; both stores stay balanced, even mid-sale, and a
-freeze whose process died is resolved by the stale-intent sweep."""
+freeze whose process died is resolved by the stale-intent sweep; a repair of
+Redis moves it once per id."""
 from __future__ import annotations
 
 import threading
@@ -125,3 +126,18 @@ def test_a_freeze_whose_mysql_move_never_happened_is_cancelled_and_given_back(ma
     row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.frozen_stock) == (10, 0)
     assert redis_live.live_stock(sku_id=sku.sku_id).frozen == 0
+
+
+def test_a_repair_moves_redis_once_per_id_and_logs_each_call(make_sku, live_db):
+    """Reconciliation decides a repair; inventory makes it: Redis's available
+    moves once per repair id (a call repeated after a lost reply changes
+    nothing more), MySQL's buckets do not move, and the log keeps the call."""
+    sku = make_sku(stock=10)
+    assert services.stock_repair(sku_id=sku.sku_id, repair_id="repair:t:1", delta=-2, why="test", actor="t") == 8
+    assert services.stock_repair(sku_id=sku.sku_id, repair_id="repair:t:1", delta=-2, why="again", actor="t") is None
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 8
+    assert Sku.objects.get(pk=sku.sku_id).available_stock == 10
+    rows = InventoryLog.objects.filter(sku_id=sku.sku_id, operation=InventoryLog.Operation.REPAIR).order_by("pk")
+    assert [(r.op_id, r.status, r.actor, r.reason) for r in rows] == [
+        ("repair:t:1", "success", "t", "redis available -2 -> 8; test"),
+        ("repair:t:1", "success", "t", "redis available -2 -> None; again")]

@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from core.api import (
-    BODY_ANSWERS, MONEY_PATTERN, PAGE, RETRY_AFTER, UNAUTHENTICATED, UNAVAILABLE, Answer, Body, Field, Money,
-    Operation, Param, Text, Whole, ascii_pattern, merge_answers, refusal, text_pattern, throttled,
+    BODY_ANSWERS, MAYBE_MOMENT, MOMENT, MONEY_PATTERN, PAGE, RETRY_AFTER, UNAUTHENTICATED, UNAVAILABLE, Answer,
+    Body, Field, Money, Operation, Param, Text, Whole, ascii_pattern, merge_answers, refusal, text_pattern, throttled,
 )
 from core.errors import (
     AlreadyPaid, BadSignature, IdempotencyKeyInvalid, IdempotencyKeyRequired, IdempotencyKeyReused, LimitReached,
@@ -53,8 +53,6 @@ WEBHOOK_BODY = Body((Field("order_id", Text(64, text_pattern(64))),
 
 # --- bodies of the answers --------------------------------------------------------
 
-_MOMENT = {"type": "string", "format": "date-time"}
-_MAYBE_MOMENT = {**_MOMENT, "nullable": True}
 _STATUS = {"type": "string", "enum": list(Order.Status.values)}
 
 COMPONENTS = {
@@ -64,9 +62,9 @@ COMPONENTS = {
                      "paid_at", "closed_at", "failure_reason", "amount", "currency"],
         "properties": {
             "order_id": {"type": "string", "pattern": ORDER_ID_PATTERN}, "sku_id": {"type": "string"},
-            "quantity": {"type": "integer"}, "status": _STATUS, "created_at": _MOMENT,
-            "expires_at": {**_MAYBE_MOMENT, "description": "Null while PROCESSING."},
-            "confirmed_at": _MAYBE_MOMENT, "paid_at": _MAYBE_MOMENT, "closed_at": _MAYBE_MOMENT,
+            "quantity": {"type": "integer"}, "status": _STATUS, "created_at": MOMENT,
+            "expires_at": {**MAYBE_MOMENT, "description": "Null while PROCESSING."},
+            "confirmed_at": MAYBE_MOMENT, "paid_at": MAYBE_MOMENT, "closed_at": MAYBE_MOMENT,
             "failure_reason": {"type": "string", "description": "Empty unless FAILED."},
             "amount": {"type": "string", "pattern": MONEY_PATTERN, "nullable": True,
                        "description": "What the order costs: its unit price at the click times its quantity, "
@@ -82,7 +80,7 @@ COMPONENTS = {
             "order_id": {"type": "string", "pattern": ORDER_ID_PATTERN},
             "status": {**_STATUS, "description": "PROCESSING; a replayed key answers its order's status now."},
             "sku_id": {"type": "string"}, "quantity": {"type": "integer"},
-            "created_at": {**_MAYBE_MOMENT, "description": "Null only for a replay whose order cannot be read now."},
+            "created_at": {**MAYBE_MOMENT, "description": "Null only for a replay whose order cannot be read now."},
             "replayed": {"type": "boolean", "description": "True when the key had made this order before."},
         },
     },

@@ -21,13 +21,13 @@ from django.utils import timezone
 
 from core import db
 from core.retry import is_transient, until_done
-from core.redis import RedisError
+from core.redis.errors import RedisError
 from inventory import selectors as inventory_selectors
 from inventory.redis import gate
 from inventory.redis.keys import Hold
-from inventory.messages import CONFIRM_KIND
+from inventory.messages.names import CONFIRM_KIND
 from inventory.domain import Reservation, price_of
-from inventory.services.gives import dead_letter_record
+from inventory.services.dead_letters import dead_letter_record
 from inventory.models import ReservationDecision
 from inventory.services.decisions import DecisionRecord, reservation_decisions_record
 from inventory.services.locks import skus_lock
@@ -106,11 +106,6 @@ Outcome = ReservationDecision.Outcome
 def refusal_outcome(why: str) -> Outcome:
     """The decision a refusal records: whether its unit is dropped or returned."""
     return Outcome.DROPPED if why in DROPPING_REFUSALS else Outcome.RETURNED
-
-
-def order_outcome(status: str, reason: str) -> Outcome:
-    """The decision an order of record stands for (what the confirm decided)."""
-    return Outcome.CONFIRMED if status != Order.Status.FAILED else refusal_outcome(reason)
 
 
 _BEFORE = {Outcome.CONFIRMED: "confirmed_before", Outcome.DROPPED: "dropped_before",
@@ -336,12 +331,13 @@ def _decide_splitting(sku_id: str, batch: list[Reservation], idle) -> tuple[Deci
         return merged, dead_a + dead_b
 
 
-def reservations_settle_known(*, sku_id: str, states: dict[str, tuple[str, str]]) -> Decision:
-    """Settle in Redis reservations whose orders MySQL already has (the confirm
-    committed but its process died before settling)."""
+def reservations_settle_known(*, sku_id: str, decided: dict[str, str]) -> Decision:
+    """Settle in Redis reservations MySQL already decided (`decided`: order id ->
+    ReservationDecision.Outcome), as their decision says: the confirm (or an
+    undo) committed, but its process died before settling."""
     decision = Decision()
-    for order_id, (status, reason) in states.items():
-        known_outcome(decision, order_id, order_outcome(status, reason))
+    for order_id, outcome in decided.items():
+        known_outcome(decision, order_id, outcome)
     gate.settle(sku_id=sku_id, confirmed=decision.settle_confirmed, dropped=decision.settle_dropped,
                 returned=decision.settle_returned)
     return decision

@@ -42,7 +42,7 @@ from core.errors import (
     AlreadyPaid, BadSignature, NotPayable, NotYet, PaymentByProvider, PaymentIdReused, Unavailable,
 )
 from core.metrics import payment_refund_counted
-from core.redis import RedisError
+from core.redis.errors import RedisError
 from orders import selectors
 from orders.models import Order, PaymentRefund
 from orders.services.life import order_pay

@@ -14,8 +14,9 @@ from core import admission
 from core.errors import (
     IdempotencyKeyReused, LimitReached, SaleNotActive, SkuNotFound, SoldOut, Unavailable,
 )
-from core.redis import RedisError, ShardDown, run_together
-from inventory import messages
+from core.redis.calls import run_together
+from core.redis.errors import NotSent, RedisError, ShardDown
+from inventory.messages import group_publisher
 from inventory.domain import Reservation, order_tag
 from inventory.redis import gate
 from inventory.redis.gate import ReserveResult
@@ -221,7 +222,7 @@ def _publish_or_undo(click: _Click, reservation: Reservation) -> None:
     copy the broker may still deliver can never become an order."""
     deadline = click.started + settings.SECKILL_PUBLISH_BUDGET_MS / 1000
     try:
-        messages.publish_confirm(reservation, deadline=deadline)
+        group_publisher.publish_confirm(reservation, deadline=deadline)
         if time.monotonic() <= deadline:
             return
         logger.warning("publish of %s confirmed past the budget; undoing it", reservation.order_id)
@@ -290,9 +291,9 @@ def _unavailable_after_redis_error(click: _Click, order_id: str, exc: Exception)
 
 
 def _never_sent(exc: Exception) -> bool:
-    # redis-py words a failed connect as "Error N connecting to host:port.";
+    # NotSent: the connect failed, or no part of a cluster call was sent;
     # ShardDown: no node served the slot, or its new instance was being checked.
-    return isinstance(exc, ShardDown) or (isinstance(exc, RedisError) and "connecting to" in str(exc))
+    return isinstance(exc, (NotSent, ShardDown))
 
 
 def _forget(click: _Click, order_id: str) -> None:

@@ -223,18 +223,18 @@ def test_health_answers_with_one_node_down(cluster, web):
     connection is on is killed (the probe goes to another node at once), in
     this process and over GET /api/v1/health (each web process's probe kept
     its own connection before the kill)."""
-    from inventory import messages
-    from inventory.selectors import _broker, _check
+    from inventory.health import _broker, _check
+    from inventory.messages import broker_probe
 
     for _ in range(6):
         assert health(web.port)["broker"] == "ok"
         time.sleep(0.2)
     assert _check(_broker) == "ok"
-    port = int(messages._probe["conn"].port)
+    port = int(broker_probe._probe["conn"].port)
     kill(port)
     wait_until(lambda: node_down(port), timeout=10, what="the node down")
     assert _check(_broker) == "ok"
-    assert int(messages._probe["conn"].port) != port
+    assert int(broker_probe._probe["conn"].port) != port
     time.sleep(1.1)  # past the web processes' one-second health cache
     answers = [health(web.port)["broker"] for _ in range(6)]
     assert answers == ["ok"] * 6, answers

@@ -9,8 +9,8 @@ from kombu import Connection, Producer
 from testsupport import wait_until
 from testsupport.purchase import publish, reserve_direct
 from testsupport.stores import assert_balanced, decr_log_by_order, settled
-from core.redis import redis
-from inventory import messages
+from core.redis.connection import redis
+from inventory.messages import encoding, names, queues
 from inventory.redis import gate, keys as redis_keys, live as redis_live
 from inventory.models import DeadLetter, InventoryLog, Sku
 from orders.models import Order
@@ -58,7 +58,7 @@ def test_mysql_refusal_fails_the_order_and_returns_only_the_buyer_count(worker, 
 
 
 def _publish_raw(body: bytes, headers: dict) -> None:
-    queue = messages.confirm_queue()
+    queue = queues.confirm_queue()
     with Connection(settings.CELERY_BROKER_URL, transport_options={"confirm_publish": True}) as conn:
         Producer(conn.channel(), exchange=queue.exchange, routing_key=queue.routing_key).publish(
             body, content_type="application/json", content_encoding="utf-8", headers=headers, delivery_mode=2)
@@ -68,9 +68,9 @@ def test_forged_or_malformed_messages_are_never_executed(worker, make_sku, make_
     sku = make_sku(stock=3)
     (user, _), = make_buyers(1)
     res = reserve_direct(sku.sku_id, user.pk)
-    body, headers = messages.confirm_encode([res])
+    body, headers = encoding.confirm_encode([res])
     before = DeadLetter.objects.count()
-    _publish_raw(body, {**headers, messages.SIGNATURE_HEADER: "0" * 64})  # forged signature
+    _publish_raw(body, {**headers, names.SIGNATURE_HEADER: "0" * 64})  # forged signature
     tampered = body.replace(b',1,', b',3,', 1)  # quantity changed after signing
     _publish_raw(tampered, headers)
     _publish_raw(b'{"v":1,"r":[["x"]]}', {})  # unsigned, malformed

@@ -15,8 +15,9 @@ from django.conf import settings as django_settings
 from kombu import Connection, Consumer
 
 from accounts import token_cache
-from core.redis import shards
-from inventory import messages
+from core.redis.shards import shards
+from inventory.messages import broker_probe, encoding, queues
+from inventory.domain import ClaimsFence
 from inventory.redis import snapshots as redis_snapshots
 from inventory.services.skus import sku_create
 from orders.models import Order
@@ -43,8 +44,8 @@ def skus_in_every_partition(per: int, stock: int) -> list[str]:
     found: dict[int, list[str]] = {k: [] for k in range(PARTITIONS)}
     while any(len(v) < per for v in found.values()):
         sku_id = f"P-{uuid.uuid4().hex[:10]}"
-        if len(found[messages.partition_of(sku_id)]) < per:
-            found[messages.partition_of(sku_id)].append(sku_id)
+        if len(found[queues.partition_of(sku_id)]) < per:
+            found[queues.partition_of(sku_id)].append(sku_id)
     out = [s for k in range(PARTITIONS) for s in found[k]]
     for sku_id in out:
         sku_create(sku_id=sku_id, stock=stock, per_user_limit=1)
@@ -61,7 +62,7 @@ def consumers_of(queue: str) -> list[dict]:
 
 def active_worker(partition: int) -> str:
     """The worker name (-n) whose consumer is active on the partition."""
-    active = [c["consumer_tag"] for c in consumers_of(messages.confirm_queue_name(partition)) if c["active"]]
+    active = [c["consumer_tag"] for c in consumers_of(queues.confirm_queue_name(partition)) if c["active"]]
     assert len(active) == 1, active
     return active[0].split("@", 1)[0]
 
@@ -74,7 +75,7 @@ def test_a_sale_of_skus_in_every_partition_sells_exactly_the_stock_and_every_202
     web = start_web(partitioned, name="web-partitions")
     try:
         for k in range(PARTITIONS):  # one consumer per partition, the worker's
-            assert [c["active"] for c in consumers_of(messages.confirm_queue_name(k))] == [True]
+            assert [c["active"] for c in consumers_of(queues.confirm_queue_name(k))] == [True]
         jobs = [(token, sku, 1, uuid.uuid4().hex) for _, token in buyers for sku in skus]
         results = run_parallel(web.port, jobs, threads=24)
         assert {s for s, _ in results} <= {202, 409}, {s for s, _ in results}
@@ -88,7 +89,7 @@ def test_a_sale_of_skus_in_every_partition_sells_exactly_the_stock_and_every_202
             every_unit_taken_is_a_202(sku, ids)
             confirmed |= ids
         assert confirmed == accepted  # every 202 is an order, and every order a 202
-        assert messages.confirm_queue_depth().messages == 0
+        assert broker_probe.confirm_queue_depth().messages == 0
     finally:
         web.stop()
         worker.stop()
@@ -102,11 +103,11 @@ def test_two_workers_each_partition_one_active_consumer_and_the_standby_takes_ov
     web = start_web(partitioned, name="web-partitions-failover")
     try:
         for k in range(PARTITIONS):
-            consumers = consumers_of(messages.confirm_queue_name(k))
+            consumers = consumers_of(queues.confirm_queue_name(k))
             assert sorted(c["consumer_tag"].split("@")[0] for c in consumers) == sorted(workers)
             assert sum(1 for c in consumers if c["active"]) == 1  # the other stands by
         sku, = skus_in_every_partition(per=1, stock=60)[:1]
-        partition = messages.partition_of(sku)
+        partition = queues.partition_of(sku)
         victim = active_worker(partition)
         standby = next(n for n in workers if n != victim)
         tokens = [t for _, t in make_buyers(90)]
@@ -116,7 +117,7 @@ def test_two_workers_each_partition_one_active_consumer_and_the_standby_takes_ov
         every_unit_taken_is_a_202(sku, accepted)  # the standby confirmed what the killed one held
         for k in range(PARTITIONS):
             wait_until(lambda k=k: [c["consumer_tag"].split("@")[0] for c in
-                                    consumers_of(messages.confirm_queue_name(k))] == [standby],
+                                    consumers_of(queues.confirm_queue_name(k))] == [standby],
                        timeout=30, what=f"partition {k} left to the standby")
             assert active_worker(k) == standby
     finally:
@@ -135,21 +136,21 @@ def test_the_claims_fence_waits_for_the_copy_of_every_partition(partitioned):
     held: list = []
     with Connection(django_settings.CELERY_BROKER_URL) as conn:
         channel = conn.channel()
-        queue = messages.confirm_queue(2)(channel)
+        queue = queues.confirm_queue(2)(channel)
         queue.declare()
         Consumer(channel, queues=[queue], on_message=held.append, no_ack=False, accept=None).consume()
         worker = start_worker(partitioned, name=f"partc-{uuid.uuid4().hex[:6]}")
         try:
             assert [c["active"] for c in consumers_of(queue.name)] == [True, False]  # ours, then the worker's
-            name, token = token_cache.tokens_distrust(shard=shard, delay_ms=0)
-            redis_snapshots.fence_list(name=name, token=token)
+            token = token_cache.tokens_distrust(shard=shard, delay_ms=0)
+            redis_snapshots.fence_list(standing=redis_snapshots.StandingFence(ClaimsFence(shard.tag), token))
 
             def copy_held() -> bool:
                 try:
                     conn.drain_events(timeout=0.2)
                 except TimeoutError:
                     pass
-                return any(messages.message_decode(m.body, m.headers).fences for m in held)
+                return any(encoding.message_decode(m.body, m.headers).fences for m in held)
 
             wait_until(copy_held, timeout=20, what="partition 2's copy of the claims fence")
             wait_until(lambda: shard.client.smembers(passed) == {b"0", b"1"}, timeout=20,
@@ -163,6 +164,6 @@ def test_the_claims_fence_waits_for_the_copy_of_every_partition(partitioned):
     try:
         wait_until(lambda: shard.client.get(fence) is None, timeout=20, what="the claims fence lifted")
         assert not shard.client.exists(passed)
-        assert name not in redis_snapshots.fences_listed()
+        assert ClaimsFence(shard.tag) not in redis_snapshots.fences_listed()
     finally:
         worker.stop()

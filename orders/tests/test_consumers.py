@@ -15,7 +15,7 @@ from testsupport.http import accepted_ids, sell
 from testsupport.processes import start_worker
 from testsupport.purchase import publish, rebuild_lost, reserve_direct
 from testsupport.stores import assert_balanced, rabbitmq_queue, settled
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import gate, keys as redis_keys, snapshots as redis_snapshots
 from inventory.models import DeadLetter, InventoryLog, Sku
 from orders.models import Order
@@ -91,9 +91,9 @@ def test_a_batch_that_fails_for_good_sets_aside_only_the_bad_reservation(worker,
     good = [reserve_direct(sku.sku_id, user.pk) for _ in range(9)]
     bad = reserve_direct(sku.sku_id, user.pk, key="x" * 100)
     messages_ = good[:5] + [bad] + good[5:]
-    from inventory import messages
+    from inventory.messages import publisher
 
-    messages.publish_confirms(messages_)  # one message: one batch
+    publisher.publish_confirms(messages_)  # one message: one batch
     all_confirmed([r.order_id for r in good])
     wait_until(lambda: DeadLetter.objects.filter(payload__order_id=bad.order_id).exists(), what="bad one set aside")
     settled(sku.sku_id)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from inventory.domain import Reservation
 from orders.services.confirm import (
-    CLOSED_REFUSAL, KEY_REFUSAL, LIMIT_REFUSAL, STALE_REFUSAL, STOCK_REFUSAL, SaleState, decide, order_outcome,
+    CLOSED_REFUSAL, KEY_REFUSAL, LIMIT_REFUSAL, STALE_REFUSAL, STOCK_REFUSAL, SaleState, decide,
 )
 
 
@@ -83,9 +83,3 @@ def test_a_reservation_of_a_lost_redis_reaching_the_confirm_after_the_rebuild_is
     # before any rebuild the same reservation is an order
     assert [x.order_id for x in run([old], state=sale(available=1, epoch=1)).accepted] == ["a"]
 
-
-def test_an_order_of_record_stands_for_the_decision_its_confirm_made():
-    assert [order_outcome(status, "") for status in ("PENDING_PAYMENT", "PAID", "CANCELLED", "EXPIRED")] == [
-        "confirmed"] * 4
-    assert order_outcome("FAILED", STOCK_REFUSAL) == order_outcome("FAILED", STALE_REFUSAL) == "dropped"
-    assert {order_outcome("FAILED", why) for why in (CLOSED_REFUSAL, KEY_REFUSAL, LIMIT_REFUSAL)} == {"returned"}

@@ -13,7 +13,8 @@ import pytest
 from testsupport.http import place, post_order
 from testsupport.purchase import publish, reserve_direct
 from testsupport.stores import confirmed
-from inventory import messages
+from inventory import signing
+from inventory.messages import encoding, names
 from inventory.domain import Reservation, order_tag, price_of, price_text
 from inventory.models import Sku
 from inventory.redis import gate
@@ -89,8 +90,8 @@ def test_a_reservation_and_a_message_of_before_prices_still_confirm_at_the_skus_
     old = Reservation(r.order_id, sku.sku_id, user.pk, 1, "k|with|bars", r.reserved_ms, r.epoch)
     body = json.dumps({"v": 1, "r": [[old.order_id, old.sku_id, old.user_id, old.quantity, old.reserved_ms,
                                       old.epoch, old.idempotency_key]]}, separators=(",", ":")).encode()
-    headers = {messages.SIGNATURE_HEADER: messages.signing.sign_bytes(body), messages.KIND_HEADER: "confirm"}
-    assert messages.confirm_decode(body, headers) == [old]
+    headers = {names.SIGNATURE_HEADER: signing.sign_bytes(body), names.KIND_HEADER: "confirm"}
+    assert encoding.confirm_decode(body, headers) == [old]
     publish(old)  # sent in today's format it carries no price either
     confirmed(r.order_id)
     order = Order.objects.get(pk=r.order_id)
@@ -104,7 +105,7 @@ def test_price_text_is_two_places_and_price_of_refuses_what_is_not_a_price():
 
 
 def _client():
-    from core.redis import redis
+    from core.redis.connection import redis
     return redis()
 
 

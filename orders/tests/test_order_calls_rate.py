@@ -104,7 +104,7 @@ def test_a_forgotten_token_takes_its_order_calls_budget_with_it(api, make_buyers
     from rest_framework.authtoken.models import Token
 
     from accounts import token_cache
-    from core.redis import redis
+    from core.redis.connection import redis
 
     (_, token), = make_buyers(1)
     with override_settings(SECKILL_ORDER_CALLS=(5, 1000)):

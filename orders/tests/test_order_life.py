@@ -107,7 +107,7 @@ def test_relay_dying_after_commit_loses_nothing(make_sku, worker, live_db):
     from inventory.services.stock import stock_restock
 
     sku = make_sku(stock=1)
-    with mock.patch("inventory.messages.publish_gives", side_effect=ConnectionError("relay died")):
+    with mock.patch("inventory.messages.celery_sends.publish_gives", side_effect=ConnectionError("relay died")):
         op_id = stock_restock(sku_id=sku.sku_id, quantity=2, reason="more", actor="t")
     assert OutboxMessage.objects.get(op_id=op_id).sent_at is None
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 1  # Redis not given yet
@@ -118,7 +118,13 @@ def test_relay_dying_after_commit_loses_nothing(make_sku, worker, live_db):
 
 
 def test_give_delivered_twice_restores_once(api, make_sku, make_buyers, worker):
-    from inventory.messages import publish_give
+    """Two copies of one give, each in a message of its own under the old
+    one-give task (as a release before batched gives sent it, left queued
+    across an upgrade): the consumer of old messages applies it once."""
+    from celery import current_app
+
+    from inventory import signing
+    from inventory.messages.names import GIVE_TASK
 
     sku = make_sku(stock=2)
     (_, token), = make_buyers(1)
@@ -128,7 +134,7 @@ def test_give_delivered_twice_restores_once(api, make_sku, make_buyers, worker):
     client.post(f"/api/v1/orders/{oid}/cancel")
     gives_applied(sku.sku_id)
     payload = OutboxMessage.objects.get(op_id=f"{oid}:release").payload
-    ids = [publish_give(payload), publish_give(payload)]
+    ids = [current_app.send_task(GIVE_TASK, args=[payload, signing.sign(payload)]).id for _ in range(2)]
     # both redeliveries ran and found the give applied already
     wait_until(lambda: all(f"stock_give_task[{i}] succeeded" in worker.log_text() for i in ids),
                what="both redeliveries handled", timeout=15)
@@ -143,7 +149,7 @@ def test_give_delivered_twice_restores_once(api, make_sku, make_buyers, worker):
 def test_pay_cancel_and_expiry_race_with_one_winner_each(make_sku, make_buyers, worker, live_db):
     """Hundreds of orders; payers, cancellers and expiry sweepers all at once."""
     from testsupport.purchase import reserve_direct
-    from inventory.messages import publish_confirms
+    from inventory.messages.publisher import publish_confirms
 
     n = 200
     sku = make_sku(stock=n, per_user_limit=1)
@@ -323,7 +329,7 @@ def test_the_mover_applies_any_number_of_moves_with_the_same_statements(make_sku
         confirm_in_mysql(sku_id=sku.sku_id, batch=reservations)
         for i, r in enumerate(reservations):
             (services.order_pay if i % 2 else services.order_cancel)(user_id=user.pk, order_id=r.order_id)
-        with mock.patch("inventory.messages.publish_gives"), CaptureQueriesContext(connection) as q:
+        with mock.patch("inventory.messages.celery_sends.publish_gives"), CaptureQueriesContext(connection) as q:
             done = services.order_moves_apply(sku_id=sku.sku_id)
         assert (done.sold, done.given_back) == (n // 2, n // 2)
         for r in reservations:

@@ -26,7 +26,7 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
 
 from accounts import token_cache
 from testsupport.purchase import fence_reached
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.domain import Reservation
 from inventory.redis import gate, snapshots as redis_snapshots
 from core.errors import DomainError
@@ -61,9 +61,10 @@ class OrderLife(RuleBasedStateMachine):
 
     # --- the broker is this machine ----------------------------------------------------
     def _capture(self):
-        return (mock.patch("inventory.messages.publish_confirm",
+        return (mock.patch("inventory.messages.group_publisher.publish_confirm",
                            side_effect=lambda r, deadline: self.confirms.append(r)),
-                mock.patch("inventory.messages.publish_gives", side_effect=lambda ps: self.gives.extend(ps)))
+                mock.patch("inventory.messages.celery_sends.publish_gives",
+                           side_effect=lambda ps: self.gives.extend(ps)))
 
     def _quietly(self, fn):
         a, b = self._capture()

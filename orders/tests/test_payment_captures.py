@@ -14,7 +14,7 @@ import pytest
 from testsupport.payments import PRICE, capture, hook
 from testsupport.purchase import publish, reserve_direct
 from testsupport.stores import assert_balanced, confirmed, moves_applied
-from core.redis import RedisError
+from core.redis.errors import RedisError
 from orders.models import Order, PaymentRefund
 
 pytestmark = pytest.mark.worker

@@ -11,7 +11,8 @@ from django.test.utils import CaptureQueriesContext
 from testsupport import wait_until
 from testsupport.http import post_order as buy
 from testsupport.stores import assert_balanced, settled
-from core.redis import RedisError, redis
+from core.redis.connection import redis
+from core.redis.errors import RedisError
 from inventory.redis import gate, keys as redis_keys, live as redis_live
 from orders.models import Order
 
@@ -119,7 +120,7 @@ def test_list_shows_an_order_still_processing(api, make_sku, make_buyers):
     """No worker here: the order stays in flight, and the list shows it first."""
     sku = make_sku(stock=3, per_user_limit=2)
     (_, token), (_, other) = make_buyers(2)
-    with mock.patch("inventory.messages.publish_confirm"):
+    with mock.patch("inventory.messages.group_publisher.publish_confirm"):
         first = buy(api(token), sku.sku_id, "one").json()["order_id"]
         second = buy(api(token), sku.sku_id, "two").json()["order_id"]
         buy(api(other), sku.sku_id, "three")
@@ -187,9 +188,9 @@ def test_a_publish_that_failed_after_the_broker_stored_it_answers_202_when_confi
         api, make_sku, make_buyers, worker):
     """First publish stored, its confirm lost, the worker confirmed it meanwhile:
     the client is told 202 with the order, never "503, nothing taken"."""
-    from inventory import messages
+    from inventory.messages import group_publisher
 
-    real = messages.publish_confirm
+    real = group_publisher.publish_confirm
     sku = make_sku(stock=3)
     (_, token), = make_buyers(1)
 
@@ -198,7 +199,7 @@ def test_a_publish_that_failed_after_the_broker_stored_it_answers_202_when_confi
         wait_until(lambda: Order.objects.filter(pk=reservation.order_id).exists(), what="worker confirmed it")
         raise TimeoutError("confirm lost")
 
-    with mock.patch("inventory.messages.publish_confirm", side_effect=stored_then_lost):
+    with mock.patch("inventory.messages.group_publisher.publish_confirm", side_effect=stored_then_lost):
         r = buy(api(token), sku.sku_id, "ambiguous")
     assert r.status_code == 202, r.json()
     assert Order.objects.get(pk=r.json()["order_id"]).status == "PENDING_PAYMENT"
@@ -212,17 +213,18 @@ def test_a_503_stays_true_when_the_broker_delivers_the_message_after_redis_lost_
     """The client was told 503; the broker had the message after all and
     delivers it once Redis has forgotten the release: no order may appear."""
     from testsupport.purchase import publish, reserve_direct
-    from inventory import messages
+    from inventory.messages import publisher
 
     sku = make_sku(stock=3)
     (user, token), = make_buyers(1)
     sent: list = []
-    with mock.patch("inventory.messages.publish_confirm", side_effect=lambda r, deadline: (sent.append(r), 1 / 0)):
+    with mock.patch("inventory.messages.group_publisher.publish_confirm",
+                    side_effect=lambda r, deadline: (sent.append(r), 1 / 0)):
         r = buy(api(token), sku.sku_id, "told-503")
     assert r.status_code == 503
     [reservation] = sent
     redis().delete(redis_keys.sku_keys(sku.sku_id).undone)  # Redis forgets the release
-    messages.publish_confirms([reservation])  # ... and the broker delivers the stored copy
+    publisher.publish_confirms([reservation])  # ... and the broker delivers the stored copy
     marker = reserve_direct(sku.sku_id, user.pk, key="after")
     publish(marker)  # one consumer, in order: once this one is confirmed, the first was handled
     wait_until(lambda: Order.objects.filter(pk=marker.order_id).exists(), what="the later message confirmed")
@@ -250,7 +252,7 @@ def test_listing_orders_reads_only_the_callers_reservations(api, make_sku, make_
     sku = make_sku(stock=200, per_user_limit=1)
     buyers = make_buyers(41)
     (_, me), others = buyers[0], buyers[1:]
-    with mock.patch("inventory.messages.publish_confirm"):  # no worker: everything stays in flight
+    with mock.patch("inventory.messages.group_publisher.publish_confirm"):  # no worker: everything stays in flight
         mine = buy(api(me), sku.sku_id, "mine").json()["order_id"]
         for _, tok in others:
             buy(api(tok), sku.sku_id, "theirs")
@@ -297,7 +299,7 @@ def test_a_retry_while_the_first_request_is_still_publishing_answers_as_that_req
         except Exception as exc:  # noqa: BLE001 - the outcome is what is asserted
             outcomes[name] = exc
 
-    with mock.patch("inventory.messages.publish_confirm", side_effect=publish):
+    with mock.patch("inventory.messages.group_publisher.publish_confirm", side_effect=publish):
         first = threading.Thread(target=place, args=("first",))
         first.start()
         wait_until(lambda: published and gate.inflight_entries(sku_id=sku.sku_id), what="first in flight")

@@ -31,7 +31,10 @@ from redis import Redis
 from redis.crc import key_slot
 
 from accounts import token_cache
-from core.redis import RedisError, clustered, instance_check, redis, shard_of, shards
+from core.redis.connection import clustered, redis
+from core.redis.errors import RedisError
+from core.redis.instance import instance_check
+from core.redis.shards import shard_of, shards
 from inventory.models import ReservationDecision, Sku
 from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from orders.models import Order
@@ -683,10 +686,11 @@ def test_a_primary_promoted_again_is_checked_again_by_a_process_that_checked_it_
     """The shard goes to a replica and comes back to its old primary, which
     kept the scripts it loaded before (no NOSCRIPT) and its name, while this
     process made no call in between: it last checked the shard on that very
-    node. Its check has lapsed by then (core.redis.SHARD_RECHECK_S), so it
+    node. Its check has lapsed by then (core.redis.instance.SHARD_RECHECK_S), so it
     checks again: the instance key names the replica, and the shard is fenced
     before any script of this process runs there."""
-    from core.redis import SHARD_RECHECK_S, Shard, slot_tag
+    from core.redis.instance import SHARD_RECHECK_S
+    from core.redis.shards import Shard, slot_tag
     from inventory.redis import gate
 
     target = master_of_no_global_key()

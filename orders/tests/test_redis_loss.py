@@ -30,7 +30,8 @@ from testsupport.http import Http
 from testsupport.processes import start_worker
 from testsupport.purchase import fence_reached, rebuild_lost, reserve_direct
 from testsupport.stores import assert_balanced, instance_key_of, on_cluster, redis_wipe, scripts_flush, settled
-from core.redis import redis
+from core.redis.connection import redis
+from inventory.domain import SkuFence
 from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import Sku
 from inventory.services.snapshots import fence_delay_ms
@@ -276,9 +277,10 @@ def test_a_fence_left_unlisted_is_listed_again_by_the_orphan_sweep(make_sku, liv
     assert stock_warm(sku_id=sku.sku_id) is Warm.FENCED
     token = redis_snapshots.fence_token(sku_id=sku.sku_id)
     redis().zrem(redis_keys.FENCES_KEY, sku.sku_id)  # the listing never happened
-    assert sku.sku_id not in redis_snapshots.fences_listed()
+    assert SkuFence(sku.sku_id) not in redis_snapshots.fences_listed()
     orphans_recover(sku_ids=[sku.sku_id])
-    assert redis_snapshots.fences_listed()[sku.sku_id] == redis_snapshots.Fence(sku.sku_id, token).not_before_ms
+    assert (redis_snapshots.fences_listed()[SkuFence(sku.sku_id)]
+            == redis_snapshots.StandingFence(SkuFence(sku.sku_id), token).not_before_ms)
 
 
 def test_a_new_redis_instance_holding_old_data_is_not_trusted(make_sku, make_buyers, live_db):
@@ -338,7 +340,8 @@ def test_a_checker_that_died_holds_the_other_processes_back_only_briefly(make_sk
     the others wait for the lock to lapse, then one of them checks. (On a
     cluster they do not wait: the shard answers ShardDown, a 503, until the
     lock lapses, while the other shards sell on.)"""
-    from core.redis import INSTANCE_CHECK_LOCK_S, ShardDown
+    from core.redis.errors import ShardDown
+    from core.redis.instance import INSTANCE_CHECK_LOCK_S
 
     sku = make_sku(stock=3)
     (user, _), = make_buyers(1)
@@ -368,9 +371,10 @@ def test_a_checker_that_died_holds_the_other_processes_back_only_briefly(make_sk
 
 def test_a_deploy_that_changes_a_script_is_not_taken_for_a_new_instance(make_sku, live_db):
     """A changed script meets NOSCRIPT on the same instance too (its text, so
-    its SHA, is new), even after INSTANCE_KEY went with a FLUSHDB: the
+    its SHA, is new), even after the instance key went with a FLUSHDB: the
     sentinel script is still cached, so nothing is distrusted."""
-    from core.redis import GuardedScript, shards
+    from core.redis.scripts import GuardedScript
+    from core.redis.shards import shards
 
     for shard in shards():
         shard.client.set(shard.key("instance"), shard.client.info("server")["run_id"])
@@ -417,7 +421,7 @@ def test_a_fence_is_sent_once_due_and_again_while_it_stands(make_sku, live_db, n
     token = redis_snapshots.fence_token(sku_id=sku.sku_id)
 
     def due() -> list[str]:
-        return [f.token for f in redis_snapshots.fences_due() if f.sku_id == sku.sku_id]
+        return [f.token for f in redis_snapshots.fences_due() if f.fence == SkuFence(sku.sku_id)]
 
     assert due() == []  # before its not-before: requests of the lost Redis may still be publishing
     wait_until(lambda: due() == [token], timeout=10, what="the fence due")
@@ -426,4 +430,4 @@ def test_a_fence_is_sent_once_due_and_again_while_it_stands(make_sku, live_db, n
     assert due() == [token]
     fence_reached(sku.sku_id)  # passed: the listing goes
     redis().zadd(redis_keys.FENCES_KEY, {sku.sku_id: 0})
-    assert due() == [] and sku.sku_id not in redis_snapshots.fences_listed()
+    assert due() == [] and SkuFence(sku.sku_id) not in redis_snapshots.fences_listed()

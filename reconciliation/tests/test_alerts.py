@@ -10,10 +10,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from django.core import mail
 
-from core.redis import redis
-from inventory import messages
+from core.redis.connection import redis
+from inventory.messages import names
 from inventory.redis import keys as redis_keys
-from inventory.services.gives import dead_letter_record
+from inventory.services.dead_letters import dead_letter_record
 from reconciliation import alerts
 from reconciliation.models import Alert, Finding
 from reconciliation.services import reconciliation_run
@@ -88,7 +88,7 @@ def test_a_drift_alert_is_sent_once_by_mail_and_webhook(make_sku, channels):
 
 
 def test_a_new_dead_letter_is_alerted_once_by_the_sweep(channels, live_db):
-    letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": "x"}, reason="refused: junk")
+    letter = dead_letter_record(task_name=names.CONFIRM_KIND, payload={"body": "x"}, reason="refused: junk")
     alerts.alerts_send()
     alerts.alerts_send()
     assert len(mail.outbox) == 1 and f"#{letter.pk}" in mail.outbox[0].body
@@ -97,7 +97,7 @@ def test_a_new_dead_letter_is_alerted_once_by_the_sweep(channels, live_db):
 
 
 def test_two_senders_at_once_send_once(channels, live_db):
-    letters = [dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": str(i)}, reason="refused")
+    letters = [dead_letter_record(task_name=names.CONFIRM_KIND, payload={"body": str(i)}, reason="refused")
                for i in range(5)]
     barrier = threading.Barrier(4)
     from django.db import connection
@@ -121,7 +121,7 @@ def test_two_senders_at_once_send_once(channels, live_db):
 
 def test_a_dead_webhook_is_logged_not_raised(settings, channels, live_db, caplog):
     settings.SECKILL_ALERT_WEBHOOK = "http://127.0.0.1:9/nothing-listens"
-    letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": "x"}, reason="refused")
+    letter = dead_letter_record(task_name=names.CONFIRM_KIND, payload={"body": "x"}, reason="refused")
     assert alerts.alerts_send() == {"findings": 0, "dead_letters": 1}
     assert len(mail.outbox) == 1
     outcome = Alert.objects.get(dead_letter=letter).outcome
@@ -166,7 +166,7 @@ def test_a_failed_webhook_logs_neither_its_path_nor_its_credentials(settings, ch
         "bad-scheme": f"hxxp://hook-user:hunter2pass@127.0.0.1{secret}",
     }[how]
     try:
-        letter = dead_letter_record(task_name=messages.CONFIRM_KIND, payload={"body": "x"}, reason="refused")
+        letter = dead_letter_record(task_name=names.CONFIRM_KIND, payload={"body": "x"}, reason="refused")
         with caplog.at_level("INFO"):
             alerts.alerts_send()
     finally:

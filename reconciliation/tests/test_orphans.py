@@ -1,6 +1,7 @@
 """The orphan sweep: a reservation whose confirm message never left is found and
 confirmed; one that is merely slow is not republished on every sweep; the
-republished lists are bounded; a confirmed one still in flight is settled."""
+republished lists are bounded; one MySQL decided (confirmed, refused, undone)
+that is still in flight is settled as its decision says."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ from django.test import override_settings
 from testsupport import wait_until
 from testsupport.purchase import reserve_direct
 from testsupport.stores import assert_balanced, settled
-from inventory import messages
+from inventory.messages import publisher
 from inventory.redis import gate, live as redis_live
 from orders.models import Order
 from orders.services.confirm import confirm_in_mysql
@@ -42,7 +43,7 @@ def test_broker_message_lost_after_publish_is_recovered(worker, make_sku, make_b
     is the second copy."""
     sku = make_sku(stock=2)
     (_, token), = make_buyers(1)
-    with mock.patch("inventory.messages.publish_confirm"):  # swallowed by a broker that then crashed
+    with mock.patch("inventory.messages.group_publisher.publish_confirm"):  # swallowed by a broker that then crashed
         r = api(token).post("/api/v1/orders", {"sku_id": sku.sku_id, "quantity": 1}, format="json",
                             HTTP_IDEMPOTENCY_KEY="lost")
     assert r.status_code == 202
@@ -61,7 +62,7 @@ def test_reservation_of_a_deleted_user_does_not_block_the_sku(worker, make_sku, 
     (user, _), = make_buyers(1)
     ghost = reserve_direct(sku.sku_id, 10**9, key="g")
     good = reserve_direct(sku.sku_id, user.pk, key="k")
-    messages.publish_confirms([ghost, good])  # one message carrying both
+    publisher.publish_confirms([ghost, good])  # one message carrying both
     wait_until(lambda: Order.objects.filter(pk=good.order_id).exists(), what="the good reservation confirmed")
     settled(sku.sku_id)
     assert not Order.objects.filter(pk=ghost.order_id).exists()
@@ -77,12 +78,48 @@ def test_confirmed_order_still_in_flight_is_settled(make_sku, make_buyers, live_
     res = reserve_direct(sku.sku_id, user.pk)
     confirm_in_mysql(sku_id=sku.sku_id, batch=[res])
     assert redis_live.live_stock(sku_id=sku.sku_id).inflight == 1
-    with mock.patch("inventory.messages.publish_confirms") as sent:
+    with mock.patch("inventory.messages.publisher.publish_confirms") as sent:
         sweep = orphans_recover(sku_ids=[sku.sku_id], ahead_s=15)
     assert (sweep.settled, sweep.republished) == ([res.order_id], [])
     sent.assert_called_once_with([])
     row = assert_balanced(sku.sku_id)
     assert (row.available_stock, row.locked_stock) == (2, 1)
+
+
+def test_a_refused_reservation_still_in_flight_is_settled_as_its_decision_says(make_sku, make_buyers, live_db):
+    """MySQL refused it for want of stock (its unit dropped, a FAILED order):
+    the sweep settles it as decided, and its unit does not go back to Redis."""
+    from inventory.models import Sku
+    from orders.services.confirm import STOCK_REFUSAL
+
+    sku = make_sku(stock=3)
+    (user, _), = make_buyers(1)
+    Sku.objects.filter(pk=sku.sku_id).update(available_stock=0, frozen_stock=3)  # MySQL will refuse
+    res = reserve_direct(sku.sku_id, user.pk)
+    assert confirm_in_mysql(sku_id=sku.sku_id, batch=[res]).refused[0][1] == STOCK_REFUSAL
+    with mock.patch("inventory.messages.publisher.publish_confirms") as sent:
+        sweep = orphans_recover(sku_ids=[sku.sku_id], ahead_s=15)
+    assert (sweep.settled, sweep.republished) == ([res.order_id], [])
+    sent.assert_called_once_with([])
+    live = redis_live.live_stock(sku_id=sku.sku_id)
+    assert (live.inflight, live.available) == (0, 2)
+
+
+def test_an_undone_reservation_still_in_flight_is_settled_not_republished(make_sku, make_buyers, live_db):
+    """Decided undone with no order (a refused dead-letter replay): the sweep
+    reads the decision, not the orders, so it settles it and its unit returns."""
+    from inventory.services.decisions import reservation_undo_record
+
+    sku = make_sku(stock=3)
+    (user, _), = make_buyers(1)
+    res = reserve_direct(sku.sku_id, user.pk)
+    assert reservation_undo_record(reservation=res, reason="test", actor="t") is None
+    with mock.patch("inventory.messages.publisher.publish_confirms") as sent:
+        sweep = orphans_recover(sku_ids=[sku.sku_id], ahead_s=15)
+    assert (sweep.settled, sweep.republished) == ([res.order_id], [])
+    sent.assert_called_once_with([])
+    assert not Order.objects.filter(pk=res.order_id).exists()
+    assert_balanced(sku.sku_id)
 
 
 @override_settings(SECKILL_MESSAGE_CHUNK=50, SECKILL_ORPHAN_SWEEP_CAP=120)
@@ -98,7 +135,7 @@ def test_a_slow_backlog_is_republished_once_per_deadline_in_bounded_messages(mak
     def capture(body, headers, **_kw):
         bodies.append(body)
 
-    with mock.patch("inventory.messages._send", side_effect=capture):
+    with mock.patch("inventory.messages.publisher.send", side_effect=capture):
         runs = [orphans_recover(sku_ids=[sku.sku_id], ahead_s=15).republished for _ in range(4)]
         again = orphans_recover(sku_ids=[sku.sku_id], ahead_s=15).republished
         later = orphans_recover(sku_ids=[sku.sku_id], ahead_s=40).republished
@@ -124,7 +161,7 @@ def test_an_ended_sku_with_reservations_in_flight_is_still_swept(make_sku, make_
         sku_update(sku_id=s.sku_id, actor="t", status=Sku.Status.ENDED)
     swept = sku_ids_sweepable()
     assert sku.sku_id in swept and idle.sku_id not in swept
-    with mock.patch("inventory.messages.publish_confirms") as sent:
+    with mock.patch("inventory.messages.publisher.publish_confirms") as sent:
         assert orphans_recover(sku_ids=[sku.sku_id, idle.sku_id], ahead_s=15).republished == [res.order_id]
     assert res.order_id in [r.order_id for call in sent.call_args_list for r in call.args[0]]
     gate.undo(sku_id=sku.sku_id, order_id=res.order_id)

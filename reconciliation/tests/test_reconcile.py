@@ -13,7 +13,8 @@ from testsupport.faults import sell_during
 from testsupport.http import accepted_ids, sell
 from testsupport.purchase import fence_reached, reserve_direct
 from testsupport.stores import assert_balanced, settled
-from core.redis import RedisError, redis
+from core.redis.connection import redis
+from core.redis.errors import RedisError
 from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import InventoryLog, Sku
 from orders.models import Order

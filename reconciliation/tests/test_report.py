@@ -6,7 +6,7 @@ from django.test import Client, override_settings
 
 from testsupport.browser import browser_login as login
 from testsupport.factories import make_staff, unique
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import keys as redis_keys
 from reconciliation.services import reconciliation_run
 

@@ -12,7 +12,7 @@ from testsupport import ROOT
 from testsupport.browser import browser_login as login, chromium, chromium_quit
 from testsupport.factories import make_staff
 from testsupport.processes import start_web
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import keys as redis_keys
 from reconciliation.models import ReconciliationRun, SkuReconciliation
 from reconciliation.services import reconciliation_run

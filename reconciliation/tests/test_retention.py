@@ -13,10 +13,10 @@ from django.utils import timezone
 from testsupport.factories import make_staff
 from testsupport.http import place
 from testsupport.stores import assert_balanced, confirmed, gives_applied, settled
-from inventory import messages
+from inventory.messages import names
 from inventory.redis import keys as redis_keys, liveness, snapshots as redis_snapshots
 from inventory.models import DeadLetter, InventoryLog, OutboxMessage, Sku
-from inventory.services import gives, skus
+from inventory.services import skus
 from orders.models import Order
 from orders.services import life
 from reconciliation import alerts, services
@@ -71,12 +71,12 @@ def test_after_many_sales_only_the_audit_trail_is_left(api, make_sku, make_buyer
     from axes.models import AccessAttempt, AccessFailureLog, AccessLog
     from django_celery_beat.models import PeriodicTask
 
-    from inventory.services.dead_letters import dead_letter_discard
+    from inventory.services.dead_letters import dead_letter_discard, dead_letter_record
 
     sku_ids, buyers = sell_out(api, make_sku, make_buyers)
     run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.COMMAND, sku_ids=sku_ids)
     Finding.objects.create(run=run, kind=Finding.Kind.OUTBOX_RESENT, repaired=True, detail="old news")
-    letter = gives.dead_letter_record(task_name=messages.GIVE_TASK, payload={"x": 1}, reason="refused: test")
+    letter = dead_letter_record(task_name=names.GIVE_TASK, payload={"x": 1}, reason="refused: test")
     alerts.alerts_send()  # the letter's alert row
     dead_letter_discard(dead_letter_id=letter.pk, actor="ops", reason="junk")
     Client().post("/admin/login/", {"username": f"nobody-{uuid.uuid4().hex[:6]}", "password": "wrong"},

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django.utils.formats import date_format
 
-from core.redis import redis
+from core.redis.connection import redis
 from inventory.redis import keys as redis_keys
 from reconciliation import selectors
 from reconciliation.models import SkuReconciliation

@@ -119,7 +119,7 @@ DATABASES["default"]["OPTIONS"].update(
 DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"}
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-# redis+cluster://host:port[,host:port...] picks a Redis Cluster (core.redis);
+# redis+cluster://host:port[,host:port...] picks a Redis Cluster (core.redis.cluster);
 # redis:// one server through django-redis, as before.
 REDIS_CLUSTER_NODES = parse_cluster_url(REDIS_URL)
 REDIS_CLUSTER_USERNAME, REDIS_CLUSTER_PASSWORD = parse_cluster_credentials(REDIS_URL)
@@ -144,6 +144,8 @@ else:
             "LOCATION": REDIS_URL,
             "OPTIONS": {
                 "CLIENT_CLASS": "django_redis.client.DefaultClient",
+                # connections whose failed connect says the call never ran (core.redis.errors.NotSent)
+                "CONNECTION_POOL_CLASS": "core.redis.connection.Pool",
                 "SOCKET_CONNECT_TIMEOUT": 2,
                 "SOCKET_TIMEOUT": 2,
             },

@@ -30,7 +30,7 @@ CELERY_DEAD_LETTER_QUEUE = CELERY_QUEUE + ".dead"
 # declaration), so the task queue keeps the limit it was created with.
 CELERY_DELIVERY_LIMIT = env_int("SECKILL_DELIVERY_LIMIT", 5)
 SECKILL_CONFIRM_QUEUE = CELERY_QUEUE + ".confirm"
-# The confirm stream in partitions by SKU (inventory.messages.partition_of):
+# The confirm stream in partitions by SKU (inventory.messages.queues.partition_of):
 # partition 0 is SECKILL_CONFIRM_QUEUE itself, so 1 (the default) is the single
 # queue of before and going to N keeps what is in it; partition k>0 is
 # "<SECKILL_CONFIRM_QUEUE>.<k>". Each worker consumes every partition (one
@@ -101,7 +101,8 @@ CELERY_TASK_PUBLISH_RETRY = True
 # Celery's own publishes (the gives an ops move sends once it commits) give up
 # after three quick tries instead of holding the caller: the outbox row written
 # with the move is sent again by the relay. The purchase path does not publish
-# through Celery (inventory.messages, within SECKILL_PUBLISH_BUDGET_MS).
+# through Celery (inventory.messages.group_publisher, within
+# SECKILL_PUBLISH_BUDGET_MS).
 CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.3,
 }

@@ -3,7 +3,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from inventory.selectors import system_health
+from inventory.health import system_health
 
 PARTS = ("mysql", "redis", "broker", "worker", "beat")
 
