@@ -36,6 +36,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from core.lua_layout import CODES_IN_HEADER, DATA, Layout, many
 from core.redis.calls import Call
 from core.redis.connection import redis
 from core.redis.instance import instance_check
@@ -43,9 +44,7 @@ from core.redis.keys import key, tagged, text
 from core.redis.scripts import Scripts
 from core.redis.shards import Shard, shard_of
 
-# These answer data (the record, the claim, a wait; a fence; a count); the others answer a code.
-_scripts = Scripts(Path(__file__).resolve().parent / "lua",
-                   answers_data=("authorize", "claims_fence_raise", "claims_fill"))
+_scripts = Scripts(Path(__file__).resolve().parent / "lua")
 AUTH_FAILURE_WINDOW_SECONDS = 60
 # A fill or refresh whose MySQL read began longer ago than this is discarded;
 # the tombstone a committed deletion leaves outlives it.
@@ -57,35 +56,54 @@ REFRESH_SHARE = 0.2
 REFUSED = "-"
 
 
-@_scripts.returns("key_claim")
+# --- Each script's layout (core.lua_layout), after the enum of its outcomes ---------------------
+# The keys come from the token's TokenKeys by name; a script without an enum answers data.
+
+AUTHORIZE_LUA = Layout(_scripts, "authorize", answers=DATA, keys=("record", "claims", "budget", "fill"),
+                       argv=("idempotency_key", "bucket", "every_ms", "refresh_ms", "fill_lock_ms"))
+
+
 class KeyClaimed(enum.IntEnum):
     TAKEN = 0   # a live claim holds the key (it follows the code)
     OURS = 1
 
 
-@_scripts.returns("key_forget")
-class KeyForget(enum.IntEnum):
-    NOT_OURS = 0  # the key names another order, or nothing
-    DROPPED = 1
+KEY_CLAIM_LUA = Layout(_scripts, "key_claim", answers=KeyClaimed, keys=("claims",),
+                       argv=("idempotency_key", "quantity", "order_id", "sku_id", "lifetime_ms"))
+KEY_FORGET_LUA = Layout(_scripts, "key_forget", answers=CODES_IN_HEADER, keys=("claims",),
+                        argv=("idempotency_key", "order_id"))
 
 
-@_scripts.returns("token_write")
 class TokenWrite(enum.IntEnum):
     REFUSED = 0  # a store meeting a deletion's "-"
     WRITTEN = 1
 
 
-@_scripts.returns("token_fill")
+TOKEN_WRITE_LUA = Layout(_scripts, "token_write", answers=TokenWrite, keys=("record", "claims", "rate", "calls"),
+                         argv=("user_blob", "lifetime_ms", "mode"))
+
+
 class TokenFill(enum.IntEnum):
     DISCARDED = 0
     WRITTEN = 1
 
 
-@_scripts.returns("claims_fence_pass")
+TOKEN_FILL_LUA = Layout(_scripts, "token_fill", answers=TokenFill, keys=("record",),
+                        argv=("user_blob", "since_ms", "lifetime_ms", "budget_ms"))
+CLAIMS_FILL_LUA = Layout(_scripts, "claims_fill", answers=DATA, keys=("claims",),
+                         argv=("lifetime_ms", many("key_claims", width=2)))
+CLAIMS_FENCE_RAISE_LUA = Layout(_scripts, "claims_fence_raise", answers=DATA, keys=("fence", "passed"),
+                                argv=("fence_id", "delay_ms"))
+
+
 class ClaimsFencePass(enum.IntEnum):
     NOT_THIS = 0  # a copy of a passed fence, or one of an earlier loss
     PASSED = 1    # a copy passed in every partition of the confirm stream: lifted
     WAITING = 2   # this partition's copy passed; another partition's is still to pass
+
+
+CLAIMS_FENCE_PASS_LUA = Layout(_scripts, "claims_fence_pass", answers=ClaimsFencePass, keys=("fence", "passed"),
+                               argv=("token", "partition", "partitions"))
 
 
 class Budget(enum.Enum):
@@ -158,9 +176,9 @@ def authorize(*, token: str, idempotency_key: str | None, bucket: int = 0, every
     window = int(_ms("SECKILL_TOKEN_CACHE_SECONDS") * REFRESH_SHARE)
     # The lock is held at most half the window: a refresher that failed leaves
     # time for another before the record expires.
-    blob, raw, wait, now, refresh = _scripts.get("authorize")(
-        keys=[tk.record, tk.claims, tk.budget(budget), tk.fill],
-        args=[idempotency_key or "", bucket, every_ms or 1, window, max(1, min(FILL_BUDGET_MS, window // 2))])
+    blob, raw, wait, now, refresh = AUTHORIZE_LUA.run(
+        tk, budget=tk.budget(budget), idempotency_key=idempotency_key or "", bucket=bucket, every_ms=every_ms or 1,
+        refresh_ms=window, fill_lock_ms=max(1, min(FILL_BUDGET_MS, window // 2)))
     prior = KeyClaim.parse(raw) if raw is not None else None
     return AuthLookup(None if blob is None else text(blob), prior if prior and prior.live else None, int(wait),
                       int(now), bool(refresh))
@@ -168,8 +186,8 @@ def authorize(*, token: str, idempotency_key: str | None, bucket: int = 0, every
 
 def key_claim_call(*, token: str, idempotency_key: str, quantity: int, order_id: str, sku_id: str) -> Call:
     """Claim the key for this order (to ride in a pipeline with the reserve)."""
-    return Call(_scripts.get("key_claim"), [token_keys(token).claims],
-                [idempotency_key, quantity, order_id, sku_id, _ms("SECKILL_IDEMPOTENCY_SECONDS")])
+    return KEY_CLAIM_LUA.call(token_keys(token), idempotency_key=idempotency_key, quantity=quantity,
+                              order_id=order_id, sku_id=sku_id, lifetime_ms=_ms("SECKILL_IDEMPOTENCY_SECONDS"))
 
 
 def key_claim_result(raw) -> KeyClaim | None:
@@ -179,7 +197,7 @@ def key_claim_result(raw) -> KeyClaim | None:
 
 def key_forget(*, token: str, idempotency_key: str, order_id: str) -> None:
     """Drop the key's claim if it still names this order."""
-    _scripts.get("key_forget")(keys=[token_keys(token).claims], args=[idempotency_key, order_id])
+    KEY_FORGET_LUA.run(token_keys(token), idempotency_key=idempotency_key, order_id=order_id)
 
 
 def user_claims(*, token: str) -> list[KeyClaim]:
@@ -189,9 +207,7 @@ def user_claims(*, token: str) -> list[KeyClaim]:
 
 
 def _write(token: str, blob: str, lifetime_ms: int, mode: str) -> bool:
-    tk = token_keys(token)
-    raw = _scripts.get("token_write")(keys=[tk.record, tk.claims, tk.rate, tk.calls],
-                                      args=[blob, lifetime_ms, mode])
+    raw = TOKEN_WRITE_LUA.run(token_keys(token), user_blob=blob, lifetime_ms=lifetime_ms, mode=mode)
     return TokenWrite(int(raw)) is TokenWrite.WRITTEN
 
 
@@ -206,8 +222,8 @@ def token_fill(*, token: str, user_blob: str, since_ms: int) -> bool:
     after a miss, a refresh, or REFUSED for a token MySQL no longer has);
     False when it was discarded (see the module docstring)."""
     lifetime = TOMBSTONE_MS if user_blob == REFUSED else _ms("SECKILL_TOKEN_CACHE_SECONDS")
-    raw = _scripts.get("token_fill")(keys=[token_keys(token).record],
-                                     args=[user_blob, since_ms, lifetime, FILL_BUDGET_MS])
+    raw = TOKEN_FILL_LUA.run(token_keys(token), user_blob=user_blob, since_ms=since_ms, lifetime_ms=lifetime,
+                             budget_ms=FILL_BUDGET_MS)
     return TokenFill(int(raw)) is TokenFill.WRITTEN
 
 
@@ -264,8 +280,8 @@ def tokens_distrust(*, shard: Shard, delay_ms: int) -> str:
     """Raise the shard's claims fence, then drop every token key it holds.
     Returns the fence's token, for the caller to list and send the fence."""
     fence = claims_fence_key(shard.tag)
-    token = text(_scripts.get("claims_fence_raise")(keys=[fence, claims_fence_passed_key(fence)],
-                                                    args=[uuid.uuid4().hex, delay_ms]))
+    token = text(CLAIMS_FENCE_RAISE_LUA.run(fence=fence, passed=claims_fence_passed_key(fence),
+                                            fence_id=uuid.uuid4().hex, delay_ms=delay_ms))
     shard.unlink_matching(f"{key('auth')}:{{*")
     return token
 
@@ -276,8 +292,8 @@ def claims_fence_pass(*, shard_tag: str, token: str, partition: int = 0, partiti
     once a copy passed in every one, since the lost claims named reservations
     of any SKU, in any partition."""
     fence = claims_fence_key(shard_tag)
-    raw = _scripts.get("claims_fence_pass")(keys=[fence, claims_fence_passed_key(fence)],
-                                            args=[token, partition, partitions])
+    raw = CLAIMS_FENCE_PASS_LUA.run(fence=fence, passed=claims_fence_passed_key(fence), token=token,
+                                    partition=partition, partitions=partitions)
     return ClaimsFencePass(int(raw))
 
 
@@ -301,5 +317,5 @@ def claims_fill(*, token: str, claims: list[KeyClaim], keys: list[str]) -> int:
     if not claims:
         return 0
     flat = [x for k, c in zip(keys, claims) for x in (k, f"{c.claimed_ms}|{c.quantity}|{c.order_id}|{c.sku_id}")]
-    return int(_scripts.get("claims_fill")(keys=[token_keys(token).claims],
-                                           args=[_ms("SECKILL_IDEMPOTENCY_SECONDS"), *flat]))
+    return int(CLAIMS_FILL_LUA.run(token_keys(token), lifetime_ms=_ms("SECKILL_IDEMPOTENCY_SECONDS"),
+                                   key_claims=flat))

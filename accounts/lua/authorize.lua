@@ -5,17 +5,17 @@ purchases, or order calls).
 A token Redis does not hold is answered "unknown" and nothing is written.
 A record close to its expiry is handed to one request (the fill lock) to be
 read again from MySQL, so a busy token never falls out of the cache.
-KEYS[1] seckill:auth:{<digest>}        hash "u" -> user blob ("-": refused),
-                                       "w" -> ms of the last authoritative write
-KEYS[2] seckill:auth:{<digest>}:keys   hash idempotency key -> claim
-KEYS[3] the budget spent from: seckill:auth:{<digest>}:rate (purchases) or
-        seckill:auth:{<digest>}:calls (order calls);
-        hash "t" tokens left, "ts" last refill (ms)
-KEYS[4] seckill:auth:{<digest>}:fill   the fill lock: one refresh at a time
-ARGV[1] idempotency key ("" for none)
-ARGV[2] bucket size (0: no throttle)  ARGV[3] ms to earn back one request
-ARGV[4] refresh when the record has less than this many ms left
-ARGV[5] the fill lock's lifetime (ms)
+KEYS[1] record  seckill:auth:{<digest>}, hash "u" -> user blob ("-": refused),
+                "w" -> ms of the last authoritative write
+KEYS[2] claims  seckill:auth:{<digest>}:keys, hash idempotency key -> claim
+KEYS[3] budget  the one spent from: seckill:auth:{<digest>}:rate (purchases) or
+                seckill:auth:{<digest>}:calls (order calls);
+                hash "t" tokens left, "ts" last refill (ms)
+KEYS[4] fill    seckill:auth:{<digest>}:fill, the fill lock: one refresh at a time
+ARGV[1] idempotency_key ("" for none)
+ARGV[2] bucket: its size (0: no throttle)  ARGV[3] every_ms: to earn back one request
+ARGV[4] refresh_ms: refresh when the record has less than this many ms left
+ARGV[5] fill_lock_ms: the fill lock's lifetime
 Returns {user blob or false, claim or false, wait ms (0: go on),
          Redis time (ms; a fill's read of MySQL starts after it), 1: refresh the record}.
 ]]

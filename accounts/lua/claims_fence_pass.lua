@@ -1,12 +1,12 @@
 --[[ claims_fence_pass: a copy of the claims fence came out of one partition of
 the confirm stream: every reservation ahead of it in that partition is in
 MySQL. The claims named reservations of any SKU, so the fence is lifted only
-once a copy has passed in every partition (recorded in KEYS[2], which the
+once a copy has passed in every partition (recorded in `passed`, which the
 raise clears). A copy of a passed fence, or one of an earlier loss, changes
 nothing.
-KEYS[1] <prefix>:{<shard tag>}:claims-fence
-KEYS[2] <prefix>:{<shard tag>}:claims-fence:passed   set of the partitions passed
-ARGV[1] the fence  ARGV[2] this copy's partition  ARGV[3] how many partitions
+KEYS[1] fence   <prefix>:{<shard tag>}:claims-fence
+KEYS[2] passed  <prefix>:{<shard tag>}:claims-fence:passed, set of the partitions passed
+ARGV[1] token: the fence's  ARGV[2] partition: this copy's  ARGV[3] partitions: how many
 Returns 1 passed (lifted), 0 not this fence, 2 this partition recorded, others
 still to pass.
 ]]

@@ -4,9 +4,9 @@ must be filled from MySQL is answered 503: the reservations its lost claims
 named may still be in the broker, not yet in MySQL. The fence passes when its
 message comes out of the confirm queue, behind all of them
 (claims_fence_pass.lua), in every partition of it.
-KEYS[1] <prefix>:{<shard tag>}:claims-fence   the fence: "<id>|<not before ms>"
-KEYS[2] <prefix>:{<shard tag>}:claims-fence:passed   the partitions a copy passed (cleared)
-ARGV[1] a new id  ARGV[2] delay before the fence may be sent (ms)
+KEYS[1] fence   <prefix>:{<shard tag>}:claims-fence, "<id>|<not before ms>"
+KEYS[2] passed  <prefix>:{<shard tag>}:claims-fence:passed, the partitions a copy passed (cleared)
+ARGV[1] fence_id: a new id  ARGV[2] delay_ms before the fence may be sent
 Returns the fence.
 ]]
 if #KEYS ~= 2 or #ARGV ~= 2 then

@@ -1,8 +1,8 @@
 --[[ claims_fill: the claims a token's keys made, read from MySQL after its
 record had to be filled (so its claims may have been lost with a shard).
 A claim Redis holds already is kept (it is as new or newer).
-KEYS[1] <prefix>:auth:{<digest>}:keys   hash key -> "claimed_ms|qty|order_id|sku_id"
-ARGV[1] lifetime of a claim (ms)  ARGV[2..] key, claim, key, claim, ...
+KEYS[1] claims  <prefix>:auth:{<digest>}:keys, hash key -> "claimed_ms|qty|order_id|sku_id"
+ARGV[1] lifetime_ms of a claim  ARGV[2..] key_claims: key, claim, key, claim, ...
 Returns how many claims were added.
 ]]
 if #KEYS ~= 1 or #ARGV < 1 or #ARGV % 2 ~= 1 then

@@ -2,9 +2,9 @@
 Runs in the token's slot, pipelined with reserve.lua (the SKU's slot): of two
 requests with the same key at the same moment, exactly one claim wins; the
 loser undoes its reservation and is answered from the winner's claim.
-KEYS[1] seckill:auth:{<token digest>}:keys  hash key -> "claimed_ms|qty|order_id|sku_id"
-ARGV[1] idempotency key  ARGV[2] quantity  ARGV[3] order id  ARGV[4] sku id
-ARGV[5] lifetime of a claim (ms)
+KEYS[1] claims  seckill:auth:{<token digest>}:keys, hash key -> "claimed_ms|qty|order_id|sku_id"
+ARGV[1] idempotency_key  ARGV[2] quantity  ARGV[3] order_id  ARGV[4] sku_id
+ARGV[5] lifetime_ms of a claim
 Returns {1} claimed, or {0, existing claim} when a live claim holds the key.
 ]]
 if #KEYS ~= 1 or #ARGV ~= 5 then

@@ -1,7 +1,9 @@
 --[[ key_forget: drop an Idempotency-Key claim if it still names this order.
-KEYS[1] seckill:auth:{<token digest>}:keys
-ARGV[1] idempotency key  ARGV[2] order id
-Returns 1 dropped, 0 the key names another order (or nothing).
+KEYS[1] claims  seckill:auth:{<token digest>}:keys
+ARGV[1] idempotency_key  ARGV[2] order_id
+Returns 1 DROPPED
+        0 NOT_OURS: the key names another order (or nothing)
+(no caller branches on them: either way the key no longer names this order).
 ]]
 if #KEYS ~= 1 or #ARGV ~= 2 then
   return redis.error_reply('key_forget: expects 1 key and 2 args')

@@ -1,17 +1,18 @@
 --[[ token_fill: write what a request read from MySQL into the token's record,
 unless something newer got there first. A fill (after a miss) or a refresh (of a
-record close to its expiry) read MySQL after the Redis time ARGV[2]; it is
-discarded when
+record close to its expiry) read MySQL after the Redis time `since_ms`; it
+is discarded when
 - the record says "-" (a deletion under way, or the tombstone of one that
   committed: a fill must not bring a deleted token back),
-- an authoritative write (token_write) came at or after ARGV[2]: its data is
-  newer than the read, or
-- more than ARGV[4] ms passed since ARGV[2]: the tombstone of a deletion
+- an authoritative write (token_write) came at or after `since_ms`: its data
+  is newer than the read, or
+- more than `budget_ms` passed since `since_ms`: the tombstone of a deletion
   committed during the read lasts longer than that, so a slower fill cannot
   tell whether it missed one.
-KEYS[1] seckill:auth:{<digest>}   hash "u" -> user blob, "w" -> ms of the last authoritative write
-ARGV[1] user blob ("-": refused)  ARGV[2] Redis ms before MySQL was read
-ARGV[3] the record's lifetime (ms)  ARGV[4] the fill budget (ms)
+KEYS[1] record  seckill:auth:{<digest>}, hash "u" -> user blob, "w" -> ms of the last
+                authoritative write
+ARGV[1] user_blob ("-": refused)  ARGV[2] since_ms: Redis time before MySQL was read
+ARGV[3] lifetime_ms of the record  ARGV[4] budget_ms: the fill's
 Returns 1 written, 0 discarded.
 ]]
 if #KEYS ~= 1 or #ARGV ~= 4 then

@@ -1,12 +1,12 @@
 --[[ token_write: an authoritative write of the token's record (a token or its
 user changed in MySQL, accounts.signals), stamped with the Redis time so that a
 fill whose MySQL read started before it is discarded (token_fill.lua).
-KEYS[1] seckill:auth:{<digest>}        hash "u" -> user blob, "w" -> ms of this write
-KEYS[2] seckill:auth:{<digest>}:keys   KEYS[3] seckill:auth:{<digest>}:rate
-KEYS[4] seckill:auth:{<digest>}:calls
-ARGV[1] user blob, or "-": refuse the token
-ARGV[2] the record's lifetime (ms)
-ARGV[3] "store": a user blob, not over a "-" (a deletion under way wins);
+KEYS[1] record  seckill:auth:{<digest>}, hash "u" -> user blob, "w" -> ms of this write
+KEYS[2] claims  seckill:auth:{<digest>}:keys   KEYS[3] rate  seckill:auth:{<digest>}:rate
+KEYS[4] calls   seckill:auth:{<digest>}:calls
+ARGV[1] user_blob, or "-": refuse the token
+ARGV[2] lifetime_ms of the record
+ARGV[3] mode: "store", a user blob, not over a "-" (a deletion under way wins);
         "refuse": "-", over anything;
         "forget": "-", over anything, and the token's claims and budgets go
 Returns 1 written, 0 not (a store meeting "-").

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 from redis import Redis
 from redis.cluster import RedisCluster
@@ -53,25 +52,12 @@ class Scripts:
     its `.sha` is known without a round trip, so a hot path can pipeline it.
     The text names the prefix and the database, so each database and prefix
     sharing a server meets its own NOSCRIPT after a restart (and is checked).
+    A script is called through its layout (core.lua_layout), which also says
+    what it answers."""
 
-    Every script either answers data (`answers_data`: lists, counts) or has
-    its outcomes mirrored by an enum (`@scripts.returns(name)`): `codes` maps
-    each script to its enum, so a test holds the Lua and Python side by side."""
-
-    def __init__(self, folder: Path, *, answers_data: tuple[str, ...] = ()):
+    def __init__(self, folder: Path):
         self.folder = folder
-        self.answers_data = frozenset(answers_data)
-        self.codes: dict[str, type] = {}
         load_on_every_check(self)
-
-    def returns(self, name: str) -> Callable[[type], type]:
-        """Class decorator: this enum mirrors the return codes of `<name>.lua`."""
-        def register(cls: type) -> type:
-            if name in self.codes or name in self.answers_data:
-                raise ValueError(f"{name}.lua already has its answers declared")
-            self.codes[name] = cls
-            return cls
-        return register
 
     def load_all(self, client: Redis) -> None:
         for path in sorted(self.folder.glob("*.lua")):

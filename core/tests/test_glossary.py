@@ -21,7 +21,7 @@ RETIRED = {
     r"\breservation_release_record\b": "reservation_undo_record",
     r"\bsettle_(failed|given_back)\b": "settle_dropped / settle_returned",
     r"\b(failed_before|UNIT_KEPT_BY_REDIS)\b": "dropped_before / DROPPING_REFUSALS",
-    r"_script\(\"(claim|release)\"\)": 'the scripts "hold" and "undo"',
+    r"\b(CLAIM|RELEASE)_LUA\b": 'the scripts "hold" and "undo" (HOLD_LUA, UNDO_LUA)',
     r"\bk\.(claims|released)\b": "k.holds / k.undone",
     r"\bstock_moves_apply\([^)]*released=": "given_back=",
 }

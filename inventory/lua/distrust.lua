@@ -2,9 +2,9 @@
 from a file, or a replica that was promoted): the data may be older than what
 was lost, so it is dropped and the SKU fenced like a lost one (fence.lua).
 The markers of confirmed and undone reservations stay (they only ever help).
-KEYS[1] stock  KEYS[2] buyers  KEYS[3] inflight  KEYS[4] idem  KEYS[5] idem-age
+KEYS[1] stock  KEYS[2] buyers  KEYS[3] inflight  KEYS[4] idem  KEYS[5] idem_age
 KEYS[6] due  KEYS[7] holds (stored as claims)  KEYS[8] applied  KEYS[9] fence
-ARGV[1] a new unique id  ARGV[2] delay before the fence may be sent (ms)
+ARGV[1] fence_id: a new unique id  ARGV[2] delay_ms before the fence may be sent
 Returns {0} nothing of this SKU here, {1, token} dropped and fenced (a fence
 found here is replaced: its not-before counted from the old instance).
 ]]

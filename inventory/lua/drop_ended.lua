@@ -5,11 +5,11 @@ MySQL's epoch names, and the gate is closed (Redis's own view: status not
 active, or its window ended at least the grace ago by Redis's clock).
 MySQL then marks the SKU (Sku.redis_dropped_at) under its row lock, so a later
 read does not take the missing snapshot for a Redis loss.
-KEYS[1] stock  KEYS[2] buyers  KEYS[3] inflight  KEYS[4] idem  KEYS[5] idem-age
+KEYS[1] stock  KEYS[2] buyers  KEYS[3] inflight  KEYS[4] idem  KEYS[5] idem_age
 KEYS[6] due  KEYS[7] holds (claims)  KEYS[8] done  KEYS[9] undone (released)  KEYS[10] applied
-KEYS[11] fence  KEYS[12] warm-lock   (all seckill:{sku}:...)
-ARGV[1] the epoch MySQL holds  ARGV[2] the caller's warm-lock token
-ARGV[3] grace after the window's end (ms)
+KEYS[11] fence  KEYS[12] lock (warm-lock)   (all seckill:{sku}:...)
+ARGV[1] epoch: the one MySQL holds  ARGV[2] lock_token: the caller's warm-lock token
+ARGV[3] grace_ms after the window's end
 Returns 1 dropped, 0 no snapshot, 2 busy (in flight, held, fenced),
 3 still open in Redis, 4 not ours (another epoch, or the lock is not held).
 ]]

@@ -4,8 +4,8 @@ consumer held it within the grace period. Each one returned gets its next
 deadline at once, further away the older it is (capped), so a reservation that
 is merely slow (worker down, long backlog) is not republished on every sweep.
 KEYS[1] inflight  KEYS[2] due (zset order_id -> deadline ms)  KEYS[3] holds (stored as claims)
-ARGV[1] cap  ARGV[2] grace (ms)  ARGV[3] longest wait between two republishes (ms)
-ARGV[4] look this far ahead of now (ms; 0 in production, tests use it)
+ARGV[1] cap  ARGV[2] grace_ms  ARGV[3] longest_ms: the longest wait between two republishes
+ARGV[4] ahead_ms: look this far ahead of now (0 in production, tests use it)
 Returns {order_id, entry, order_id, entry, ...}.
 ]]
 if #KEYS ~= 3 or #ARGV ~= 4 then

@@ -6,7 +6,7 @@ sent through the confirm queue: once every request that reserved before the
 loss has had its publish confirmed or given up (the publish budget), a
 message published after that moment is behind all of their messages.
 KEYS[1] stock  KEYS[2] fence
-ARGV[1] a new unique id  ARGV[2] delay before the fence may be sent (ms)
+ARGV[1] fence_id: a new unique id  ARGV[2] delay_ms before the fence may be sent
 The fence's token is "<id>|<not_before_ms>": whoever finds the SKU fenced can
 tell when its fence may be sent.
 Returns {0} a snapshot is there (nothing to fence), {1, token} fenced now,

@@ -1,8 +1,8 @@
 --[[ fences_due: the fenced SKUs whose fence may be sent now. Each one
-returned is due again `again` ms later (a fence message lost with a broker
+returned is due again `again_ms` later (a fence message lost with a broker
 that restarted is sent again; copies are harmless, a fence passes once).
-KEYS[1] seckill:fences (zset sku -> when its fence may be sent next, ms)
-ARGV[1] at most this many  ARGV[2] again (ms)
+KEYS[1] fences: seckill:fences (zset sku -> when its fence may be sent next, ms)
+ARGV[1] cap: at most this many  ARGV[2] again_ms
 Returns the SKU ids.
 ]]
 if #KEYS ~= 1 or #ARGV ~= 2 then

@@ -1,6 +1,6 @@
 --[[ freeze: take units out of sale (a "take": Redis first, then MySQL).
 KEYS[1] stock  KEYS[2] applied (marker zset of operation ids)
-ARGV[1] operation id  ARGV[2] units  ARGV[3] lifetime of an applied marker (ms)
+ARGV[1] op_id  ARGV[2] quantity  ARGV[3] lifetime_ms of an applied marker
 Returns 1 taken, 0 refused (fewer available in Redis), 2 already applied (or
 counted by the snapshot), -1 no snapshot.
 ]]

@@ -1,7 +1,7 @@
 --[[ freeze_cancel: resolve a freeze whose process died between its Redis take
 and its MySQL move (MySQL has already marked the intent failed).
 KEYS[1] stock  KEYS[2] applied (marker zset)
-ARGV[1] the freeze's operation id  ARGV[2] units  ARGV[3] lifetime of a marker (ms)
+ARGV[1] op_id: the freeze's  ARGV[2] quantity  ARGV[3] lifetime_ms of a marker
 Returns 1 the take is given back, 2 the take had not happened and is now
 blocked (a late freeze.lua answers "already"), 0 resolved before.
 ]]

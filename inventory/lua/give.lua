@@ -1,10 +1,10 @@
 --[[ give: apply a stock move that MySQL already committed (a "give").
 Idempotent by operation id: a give delivered twice restores once.
 KEYS[1] stock  KEYS[2] buyers  KEYS[3] applied (marker zset of operation ids)
-ARGV[1] operation id  ARGV[2] units back on sale (available, >= 0)
-ARGV[3] user id whose per-user count comes back ("" for none)
-ARGV[4] change of total  ARGV[5] change of frozen (restock, unfreeze, write-off)
-ARGV[6] lifetime of an applied marker (ms)
+ARGV[1] op_id  ARGV[2] quantity: units back on sale (available, >= 0)
+ARGV[3] user_id whose per-user count comes back ("" for none)
+ARGV[4] total_delta  ARGV[5] frozen_delta (restock, unfreeze, write-off)
+ARGV[6] lifetime_ms of an applied marker
 Returns 1 applied, 0 already applied, -1 no snapshot: not applied, the caller
 retries (a snapshot being loaded may not count this move yet).
 ]]

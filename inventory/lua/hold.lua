@@ -4,7 +4,7 @@ confirm that is under way is never contradicted.
 KEYS[1] inflight  KEYS[2] holds (hash order_id -> hold time, ms; stored as seckill:{sku}:claims)
 KEYS[3] done (marker zset)  KEYS[4] undone (marker zset, stored as seckill:{sku}:released)
 (all seckill:{sku}:...)
-ARGV: the order ids (at most a few hundred per call; the caller chunks)
+ARGV[1..] order_ids (at most a few hundred per call; the caller chunks)
 Returns {state_1, ..., state_n, id, entry, id, entry, ...}: one state per id,
   'held'     in flight and now held (its entry follows among the pairs)
   'missing'  Redis does not know it (data lost): confirm from the message body

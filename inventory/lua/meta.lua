@@ -3,8 +3,8 @@ Stock fields are never written here: stock only moves by deltas. A push that
 carries an older version than the snapshot holds changes nothing, so two edits
 whose pushes arrive out of order leave the newer one in place.
 KEYS[1] stock
-ARGV[1] limit  ARGV[2] starts_ms  ARGV[3] ends_ms  ARGV[4] status  ARGV[5] version
-ARGV[6] unit price (decimal text)
+ARGV[1] per_user_limit  ARGV[2] starts_ms  ARGV[3] ends_ms  ARGV[4] status  ARGV[5] version
+ARGV[6] unit_price (decimal text)
 Returns 1 updated, 0 no snapshot (the next warm-up reads MySQL), 2 stale push.
 ]]
 if #KEYS ~= 1 or #ARGV ~= 6 then

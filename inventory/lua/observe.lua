@@ -1,6 +1,6 @@
 --[[ observe: one consistent reading of a SKU's gate, for reconciliation.
 KEYS[1] stock  KEYS[2] inflight  KEYS[3] applied (marker zset)
-ARGV: operation ids (gives not yet known to be applied) to test for "applied"
+ARGV[1..] op_ids: gives not yet known to be applied, to test for "applied"
 Returns {available or false, {order_id, entry, ...}, {1|0 per operation id}};
 available is false when the SKU has no snapshot.
 ]]

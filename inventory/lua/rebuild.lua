@@ -1,6 +1,6 @@
 --[[ rebuild: drop a SKU's snapshot so the next warm-up reloads it from MySQL,
 only while nothing is in flight (a reservation not yet in MySQL would be lost).
-KEYS[1] stock  KEYS[2] inflight  KEYS[3] buyers  KEYS[4] idem  KEYS[5] idem-age
+KEYS[1] stock  KEYS[2] inflight  KEYS[3] buyers  KEYS[4] idem  KEYS[5] idem_age
 KEYS[6] applied
 Returns 1 dropped, 0 refused (reservations in flight).
 ]]

@@ -1,8 +1,8 @@
 --[[ registry_add: a SKU id joins the registry of SKU ids MySQL has, and is
 remembered as recent, so a rebuild that read MySQL before its row committed
 keeps it (registry_swap.lua).
-KEYS[1] the registry (set)  KEYS[2] recent ids (zset id -> when added, ms)
-ARGV[1] SKU id  ARGV[2] how long an id counts as recent (ms)
+KEYS[1] registry (set)  KEYS[2] recent ids (zset id -> when added, ms)
+ARGV[1] sku_id  ARGV[2] recent_ms: how long an id counts as recent
 Returns 1.
 ]]
 if #KEYS ~= 2 or #ARGV ~= 2 then

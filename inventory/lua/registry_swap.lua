@@ -1,9 +1,9 @@
 --[[ registry_swap: the registry becomes exactly the ids staged from MySQL plus
 the ids added recently (a create whose row was not committed when MySQL was
 read), so ids of SKUs that never committed, or are gone, leave it.
-KEYS[1] the registry (set)  KEYS[2] the staged ids (set, filled in chunks)
-KEYS[3] recent ids (zset)   KEYS[4] the "complete" flag
-ARGV[1] how long an id counts as recent (ms)  ARGV[2] lifetime of the flag (s)
+KEYS[1] registry (set)  KEYS[2] staged ids (set, filled in chunks)
+KEYS[3] recent ids (zset)   KEYS[4] complete: the flag
+ARGV[1] recent_ms: how long an id counts as recent  ARGV[2] complete_s: lifetime of the flag
 Returns the registry's size.
 ]]
 if #KEYS ~= 4 or #ARGV ~= 2 then

@@ -1,17 +1,19 @@
 --[[ reserve: take stock for one order in one atomic step.
-KEYS[1] seckill:{sku}:stock     hash available,total,frozen,inflight,epoch,version,limit,starts,ends,status,price
-KEYS[2] seckill:{sku}:buyers    hash user -> units held (per-user limit)
-KEYS[3] seckill:{sku}:inflight  hash order_id -> in-flight entry (_lib.lua)
-KEYS[4] seckill:{sku}:idem      hash "user:key" -> "order_id|quantity"
-KEYS[5] seckill:{sku}:idem-age  zset "user:key" -> when it was recorded (ms)
-KEYS[6] seckill:{sku}:due       zset order_id -> when the orphan sweep may republish it (ms)
-KEYS[7] seckill:{sku}:missing   marker: MySQL has no such SKU (short TTL)
-KEYS[8] seckill:{sku}:released  the undone marker: order ids their requests took back
-KEYS[9] seckill:{sku}:fence     the token of a rebuild waiting behind the broker (fence.lua)
-ARGV[1] user id  ARGV[2] quantity  ARGV[3] idempotency key  ARGV[4] order id
-ARGV[5] grace before the orphan sweep may republish (ms)
-ARGV[6] lifetime of an idempotency record (ms)
-ARGV[7] how long after its reserve a request may still be deciding (publish budget + margin, ms)
+KEYS[1] stock     seckill:{sku}:stock, hash available,total,frozen,inflight,epoch,version,
+                  limit,starts,ends,status,price
+KEYS[2] buyers    seckill:{sku}:buyers, hash user -> units held (per-user limit)
+KEYS[3] inflight  seckill:{sku}:inflight, hash order_id -> in-flight entry (_lib.lua)
+KEYS[4] idem      seckill:{sku}:idem, hash "user:key" -> "order_id|quantity"
+KEYS[5] idem_age  seckill:{sku}:idem-age, zset "user:key" -> when it was recorded (ms)
+KEYS[6] due       seckill:{sku}:due, zset order_id -> when the orphan sweep may republish it (ms)
+KEYS[7] missing   seckill:{sku}:missing, marker: MySQL has no such SKU (short TTL)
+KEYS[8] undone    seckill:{sku}:released, the order ids their requests took back
+KEYS[9] fence     seckill:{sku}:fence, the token of a rebuild waiting behind the broker (fence.lua)
+ARGV[1] user_id  ARGV[2] quantity  ARGV[3] idempotency_key  ARGV[4] order_id
+ARGV[5] grace_ms before the orphan sweep may republish
+ARGV[6] idempotency_ms: the lifetime of an idempotency record
+ARGV[7] deciding_ms: how long after its reserve a request may still be deciding
+        (publish budget + margin)
 Returns {code, ...}; never raises for an expected outcome:
   {0, order_id, available_after, reserved_ms, epoch, unit_price}  OK, stock taken
                                    (unit_price: the snapshot's price, '' if it has none)

@@ -2,9 +2,10 @@
 Idempotent: a reservation no longer in flight changes nothing.
 KEYS[1] stock  KEYS[2] buyers  KEYS[3] inflight  KEYS[4] due  KEYS[5] holds (stored as claims)
 KEYS[6] done (marker zset)   (all seckill:{sku}:...)
-ARGV[1] c = number of confirmed ids, ARGV[2] d = number of dropped ids,
-ARGV[3] lifetime of a done marker (ms),
-then c confirmed ids, d dropped ids, and the rest: returned ids.
+ARGV[1] confirmed_count (c)  ARGV[2] dropped_count (d)  ARGV[3] lifetime_ms of a done marker
+ARGV[4..] confirmed: c order ids, then
+ARGV[..] dropped: d order ids, then
+ARGV[..] returned: the rest.
 Confirmed: the reservation just leaves the in-flight hash.
 Dropped (refused, its unit dropped): the buyer's count comes back, the unit does
 not (Redis was above the truth; putting it back would sell it again and be

@@ -1,10 +1,10 @@
 --[[ undo: a request takes back its own reservation, whose confirm message could
 not be published.
-KEYS[1] stock  KEYS[2] buyers  KEYS[3] inflight  KEYS[4] idem  KEYS[5] idem-age
+KEYS[1] stock  KEYS[2] buyers  KEYS[3] inflight  KEYS[4] idem  KEYS[5] idem_age
 KEYS[6] due    KEYS[7] holds (stored as claims)  KEYS[8] done
 KEYS[9] undone (marker zset, stored as released)
 (all seckill:{sku}:...)
-ARGV[1] order id  ARGV[2] lifetime of an undone marker (ms)
+ARGV[1] order_id  ARGV[2] lifetime_ms of an undone marker
 Returns 1 UNDONE: stock, buyer count and idempotency record given back;
         0 NOTHING: Redis does not hold it (never reserved, undone before, or lost);
         2 HELD: a confirm consumer holds it (hold.lua), so the order goes on;

@@ -1,12 +1,14 @@
 --[[ warm: put a staged snapshot in place, only where Redis has none.
 Never overwrites a live snapshot: that would lose decrements in flight.
-KEYS[1] stock  KEYS[2] buyers  KEYS[3] idem  KEYS[4] idem-age  KEYS[5] applied
+KEYS[1] stock  KEYS[2] buyers  KEYS[3] idem  KEYS[4] idem_age  KEYS[5] applied
 KEYS[6] missing  KEYS[7] inflight
-KEYS[8..11] the staging keys of warm_stage.lua (buyers, idem, idem-age, applied)
+the staging keys of warm_stage.lua:
+KEYS[8] stage_buyers  KEYS[9] stage_idem  KEYS[10] stage_idem_age  KEYS[11] stage_applied
 KEYS[12] fence (fence.lua)
-ARGV[1..10] available, total, frozen, epoch, version, limit, starts_ms, ends_ms, status,
-            unit price (decimal text)
-ARGV[11] the fence token this load passes ('' for a load that needs no fence)
+ARGV[1] available  ARGV[2] total  ARGV[3] frozen  ARGV[4] epoch  ARGV[5] version
+ARGV[6] per_user_limit  ARGV[7] starts_ms  ARGV[8] ends_ms  ARGV[9] status
+ARGV[10] unit_price (decimal text)
+ARGV[11] fence_token: the fence this load passes ('' for a load that needs no fence)
 Returns 1 loaded, 0 a snapshot was already there (nothing changed), 2 the
 fence is not this one any more (Redis was lost again, or another load ran):
 nothing changed.

@@ -1,11 +1,12 @@
 --[[ warm_stage: one bounded chunk of a snapshot, written to staging keys that
 warm.lua later moves into place in one step (so no request ever sees half a
 snapshot, and no single call carries an unbounded argument list).
-KEYS[1] stage buyers  KEYS[2] stage idem  KEYS[3] stage idem-age  KEYS[4] stage applied
+KEYS[1] stage_buyers  KEYS[2] stage_idem  KEYS[3] stage_idem_age  KEYS[4] stage_applied
 (seckill:{sku}:stage:<load token>:..., expiring on their own if the load dies)
 ARGV[1] kind: 'b' buyers (pairs user, units), 'i' idempotency records (triples
 "user:key", "order_id|qty", recorded ms), 'a' operation ids already counted
-ARGV[2] lifetime of the staging keys (s); then the items
+ARGV[2] ttl_s: the lifetime of the staging keys
+ARGV[3..] items
 Returns the number of items staged.
 ]]
 if #KEYS ~= 4 or #ARGV < 2 then

@@ -13,7 +13,8 @@ from core.redis.calls import Call
 from core.redis.connection import redis
 from inventory.domain import Reservation
 from inventory.redis.keys import (
-    Freeze, FreezeCancel, Give, Hold, Meta, Reserve, UndoOutcome, _chunks, _ms, _s, _script, sku_keys,
+    ADJUST_LUA, DUE_LUA, FREEZE_CANCEL_LUA, FREEZE_LUA, GIVE_LUA, HOLD_LUA, META_LUA, OBSERVE_LUA, RESERVE_LUA,
+    SETTLE_LUA, UNDO_LUA, Freeze, FreezeCancel, Give, Hold, Meta, Reserve, UndoOutcome, _chunks, _ms, _s, sku_keys,
 )
 
 
@@ -46,11 +47,9 @@ def decision_window_ms() -> int:
 
 def reserve_call(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, order_id: str) -> Call:
     """The reserve as a call that can ride in a pipeline (see orders' place)."""
-    k = sku_keys(sku_id)
-    keys = [k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.missing, k.undone, k.fence]
-    args = [user_id, quantity, idempotency_key, order_id, _ms("SECKILL_ORPHAN_GRACE_SECONDS"),
-            _ms("SECKILL_IDEMPOTENCY_SECONDS"), decision_window_ms()]
-    return Call(_script("reserve"), keys, args)
+    return RESERVE_LUA.call(sku_keys(sku_id), user_id=user_id, quantity=quantity, idempotency_key=idempotency_key,
+                            order_id=order_id, grace_ms=_ms("SECKILL_ORPHAN_GRACE_SECONDS"),
+                            idempotency_ms=_ms("SECKILL_IDEMPOTENCY_SECONDS"), deciding_ms=decision_window_ms())
 
 
 def reserve_result(raw) -> ReserveResult:
@@ -76,10 +75,8 @@ def reserve(*, sku_id: str, user_id: int, quantity: int, idempotency_key: str, o
 
 def undo(*, sku_id: str, order_id: str) -> UndoOutcome:
     """Take back a reservation its own request could not publish (undo.lua)."""
-    k = sku_keys(sku_id)
-    return UndoOutcome(int(_script("undo")(
-        keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.holds, k.done, k.undone],
-        args=[order_id, _ms("SECKILL_MARKER_LIFETIME_SECONDS")])))
+    return UndoOutcome(int(UNDO_LUA.run(sku_keys(sku_id), order_id=order_id,
+                                        lifetime_ms=_ms("SECKILL_MARKER_LIFETIME_SECONDS"))))
 
 
 def hold(*, sku_id: str, order_ids: Sequence[str]) -> tuple[dict[str, Hold], list[Reservation]]:
@@ -90,7 +87,7 @@ def hold(*, sku_id: str, order_ids: Sequence[str]) -> tuple[dict[str, Hold], lis
     states: dict[str, Hold] = {}
     items: list[Reservation] = []
     for part in _chunks(list(order_ids)):
-        raw = _script("hold")(keys=[k.inflight, k.holds, k.done, k.undone], args=list(part))
+        raw = HOLD_LUA.run(k, order_ids=part)
         n = len(part)
         states.update({oid: Hold(_s(raw[i])) for i, oid in enumerate(part)})
         items += [Reservation.from_entry(sku_id, raw[i], raw[i + 1]) for i in range(n, len(raw), 2)]
@@ -102,7 +99,6 @@ def settle(*, sku_id: str, confirmed: Sequence[str], dropped: Sequence[str] = ()
     """Close reservations the confirm decided (see settle.lua for the three lists:
     confirmed, refused with their unit dropped, refused with their unit returned)."""
     k = sku_keys(sku_id)
-    keys = [k.stock, k.buyers, k.inflight, k.due, k.holds, k.done]
     lifetime = _ms("SECKILL_DONE_MARKER_SECONDS")
     settled = 0
     tagged = [(0, o) for o in confirmed] + [(1, o) for o in dropped] + [(2, o) for o in returned]
@@ -110,16 +106,14 @@ def settle(*, sku_id: str, confirmed: Sequence[str], dropped: Sequence[str] = ()
         c = [o for t, o in part if t == 0]
         d = [o for t, o in part if t == 1]
         r = [o for t, o in part if t == 2]
-        settled += int(_script("settle")(keys=keys, args=[len(c), len(d), lifetime, *c, *d, *r]))
+        settled += int(SETTLE_LUA.run(k, confirmed=c, dropped=d, returned=r, lifetime_ms=lifetime))
     return settled
 
 
 def due(*, sku_id: str, cap: int, ahead_ms: int = 0) -> list[Reservation]:
     """Reservations the orphan sweep should publish again (each gets its next deadline)."""
-    k = sku_keys(sku_id)
-    raw = _script("due")(keys=[k.inflight, k.due, k.holds],
-                         args=[cap, _ms("SECKILL_ORPHAN_GRACE_SECONDS"), _ms("SECKILL_ORPHAN_MAX_WAIT_SECONDS"),
-                               ahead_ms])
+    raw = DUE_LUA.run(sku_keys(sku_id), cap=cap, grace_ms=_ms("SECKILL_ORPHAN_GRACE_SECONDS"),
+                      longest_ms=_ms("SECKILL_ORPHAN_MAX_WAIT_SECONDS"), ahead_ms=ahead_ms)
     return [Reservation.from_entry(sku_id, raw[i], raw[i + 1]) for i in range(0, len(raw), 2)]
 
 
@@ -161,23 +155,19 @@ def settled_forget(*, sku_id: str, order_id: str) -> None:
 
 def give(*, sku_id: str, op_id: str, quantity: int, user_id: int | None = None,
          total_delta: int = 0, frozen_delta: int = 0) -> Give:
-    k = sku_keys(sku_id)
-    return Give(int(_script("give")(
-        keys=[k.stock, k.buyers, k.applied],
-        args=[op_id, quantity, "" if user_id is None else user_id, total_delta, frozen_delta,
-              _ms("SECKILL_MARKER_LIFETIME_SECONDS")])))
+    return Give(int(GIVE_LUA.run(sku_keys(sku_id), op_id=op_id, quantity=quantity,
+                                 user_id="" if user_id is None else user_id, total_delta=total_delta,
+                                 frozen_delta=frozen_delta, lifetime_ms=_ms("SECKILL_MARKER_LIFETIME_SECONDS"))))
 
 
 def freeze(*, sku_id: str, op_id: str, quantity: int) -> Freeze:
-    k = sku_keys(sku_id)
-    return Freeze(int(_script("freeze")(keys=[k.stock, k.applied],
-                                        args=[op_id, quantity, _ms("SECKILL_MARKER_LIFETIME_SECONDS")])))
+    return Freeze(int(FREEZE_LUA.run(sku_keys(sku_id), op_id=op_id, quantity=quantity,
+                                     lifetime_ms=_ms("SECKILL_MARKER_LIFETIME_SECONDS"))))
 
 
 def freeze_cancel(*, sku_id: str, op_id: str, quantity: int) -> FreezeCancel:
-    k = sku_keys(sku_id)
-    return FreezeCancel(int(_script("freeze_cancel")(keys=[k.stock, k.applied],
-                                                     args=[op_id, quantity, _ms("SECKILL_MARKER_LIFETIME_SECONDS")])))
+    return FreezeCancel(int(FREEZE_CANCEL_LUA.run(sku_keys(sku_id), op_id=op_id, quantity=quantity,
+                                                  lifetime_ms=_ms("SECKILL_MARKER_LIFETIME_SECONDS"))))
 
 
 def is_applied(*, sku_id: str, op_id: str) -> bool:
@@ -188,17 +178,15 @@ def adjust_available(*, sku_id: str, repair_id: str, delta: int, whole: bool = F
     """Move Redis's available by `delta`, once per `repair_id`; None when
     already applied or no snapshot. A lowering is clamped at zero, or with
     `whole` refused (Adjust.REFUSED, nothing changed) when it does not fit."""
-    k = sku_keys(sku_id)
-    out = _script("adjust")(keys=[k.stock, k.applied],
-                            args=[repair_id, delta, _ms("SECKILL_MARKER_LIFETIME_SECONDS"),
-                                  *(["whole"] if whole else [])])
+    out = ADJUST_LUA.run(sku_keys(sku_id), repair_id=repair_id, delta=delta,
+                         lifetime_ms=_ms("SECKILL_MARKER_LIFETIME_SECONDS"), whole="whole" if whole else "")
     return None if out is None else int(out)
 
 
 def meta_update(*, sku_id: str, per_user_limit: int, starts_ms: int, ends_ms: int, status: str,
                 version: int, unit_price: str) -> Meta:
-    return Meta(int(_script("meta")(keys=[sku_keys(sku_id).stock],
-                                    args=[per_user_limit, starts_ms, ends_ms, status, version, unit_price])))
+    return Meta(int(META_LUA.run(sku_keys(sku_id), per_user_limit=per_user_limit, starts_ms=starts_ms,
+                                 ends_ms=ends_ms, status=status, version=version, unit_price=unit_price)))
 
 
 @dataclass(frozen=True)
@@ -209,8 +197,7 @@ class Observation:
 
 
 def observe(*, sku_id: str, op_ids: Sequence[str]) -> Observation:
-    k = sku_keys(sku_id)
-    avail, flat, flags = _script("observe")(keys=[k.stock, k.inflight, k.applied], args=list(op_ids))
+    avail, flat, flags = OBSERVE_LUA.run(sku_keys(sku_id), op_ids=op_ids)
     entries = [Reservation.from_entry(sku_id, flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
     return Observation(None if avail is None else int(avail), entries,
                        {g: bool(f) for g, f in zip(op_ids, flags)})

@@ -1,11 +1,13 @@
-"""Every key name of inventory's Redis, the script loader, and one enum per
-script outcome.
+"""Every key name of inventory's Redis, the script loader, and each script's
+layout: its KEYS and ARGV by name, and the enum of its outcomes.
 
 All keys of one SKU share the hash tag `{<sku>}`, so each script touches a
 single Cluster slot. Scripts are the files of `inventory/lua/`, prefixed with
-the shared definitions and loaded once (core.redis.scripts.Scripts). Each enum names
-the script it mirrors (`@_scripts.returns`), so a test can hold the two
-side by side (inventory/tests/test_lua_codes.py).
+the shared definitions and loaded once (core.redis.scripts.Scripts). A script is
+called only through its layout (`RESERVE_LUA.run(k, user_id=..)`, core.lua_layout),
+which takes its keys from the SKU's `SkuKeys` by name; tests hold each layout
+against its script's header and guard (inventory/tests/test_lua_layouts.py)
+and each enum against the codes it returns (inventory/tests/test_lua_codes.py).
 """
 from __future__ import annotations
 
@@ -17,14 +19,13 @@ from typing import Iterable, Sequence
 
 from django.conf import settings
 
+from core.lua_layout import CODES_IN_HEADER, DATA, Layout, count_of, many
 from core.redis.connection import redis
 from core.redis.keys import key, tagged, text
 from core.redis.scripts import Scripts
 
 LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
-# Scripts that answer data (lists, counts, a new figure), not an outcome.
-_scripts = Scripts(LUA_DIR, answers_data=("due", "fences_due", "observe", "registry_add", "registry_swap",
-                                          "settle", "warm_stage"))
+_scripts = Scripts(LUA_DIR)
 _s = text
 
 STAGE_TTL_SECONDS = 60
@@ -32,9 +33,9 @@ STAGE_TTL_SECONDS = 60
 SCRIPT_CHUNK = 500
 
 
-# --- Return codes, one enum per script ---------------------------------------
+# --- Each script's layout, after the enum of its outcomes ------------------------------------
+# A script without an enum answers data (lists, counts, a new figure).
 
-@_scripts.returns("reserve")
 class Reserve(enum.IntEnum):
     OK = 0
     DUPLICATE = 1
@@ -48,7 +49,12 @@ class Reserve(enum.IntEnum):
     FENCED = 9
 
 
-@_scripts.returns("undo")
+RESERVE_LUA = Layout(_scripts, "reserve", answers=Reserve,
+                     keys=("stock", "buyers", "inflight", "idem", "idem_age", "due", "missing", "undone", "fence"),
+                     argv=("user_id", "quantity", "idempotency_key", "order_id", "grace_ms", "idempotency_ms",
+                           "deciding_ms"))
+
+
 class UndoOutcome(enum.IntEnum):
     NOTHING = 0
     UNDONE = 1
@@ -56,7 +62,11 @@ class UndoOutcome(enum.IntEnum):
     DONE = 3
 
 
-@_scripts.returns("hold")
+UNDO_LUA = Layout(_scripts, "undo", answers=UndoOutcome,
+                  keys=("stock", "buyers", "inflight", "idem", "idem_age", "due", "holds", "done", "undone"),
+                  argv=("order_id", "lifetime_ms"))
+
+
 class Hold(str, enum.Enum):
     """Where each reservation a confirm consumer asked to hold stands (hold.lua's words)."""
 
@@ -66,14 +76,27 @@ class Hold(str, enum.Enum):
     UNDONE = "undone"
 
 
-@_scripts.returns("give")
+HOLD_LUA = Layout(_scripts, "hold", answers=Hold, keys=("inflight", "holds", "done", "undone"),
+                  argv=(many("order_ids"),))
+SETTLE_LUA = Layout(_scripts, "settle", answers=DATA, keys=("stock", "buyers", "inflight", "due", "holds", "done"),
+                    argv=(count_of("confirmed"), count_of("dropped"), "lifetime_ms",
+                          many("confirmed"), many("dropped"), many("returned")))
+DUE_LUA = Layout(_scripts, "due", answers=DATA, keys=("inflight", "due", "holds"),
+                 argv=("cap", "grace_ms", "longest_ms", "ahead_ms"))
+OBSERVE_LUA = Layout(_scripts, "observe", answers=DATA, keys=("stock", "inflight", "applied"),
+                     argv=(many("op_ids"),))
+
+
 class Give(enum.IntEnum):
     ALREADY = 0
     APPLIED = 1
     NOT_WARM = -1
 
 
-@_scripts.returns("freeze")
+GIVE_LUA = Layout(_scripts, "give", answers=Give, keys=("stock", "buyers", "applied"),
+                  argv=("op_id", "quantity", "user_id", "total_delta", "frozen_delta", "lifetime_ms"))
+
+
 class Freeze(enum.IntEnum):
     REFUSED = 0
     TAKEN = 1
@@ -81,14 +104,20 @@ class Freeze(enum.IntEnum):
     NOT_WARM = -1
 
 
-@_scripts.returns("freeze_cancel")
+FREEZE_LUA = Layout(_scripts, "freeze", answers=Freeze, keys=("stock", "applied"),
+                    argv=("op_id", "quantity", "lifetime_ms"))
+
+
 class FreezeCancel(enum.IntEnum):
     RESOLVED_BEFORE = 0
     GIVEN_BACK = 1
     BLOCKED = 2  # the take had not happened: a late freeze.lua answers "already"
 
 
-@_scripts.returns("adjust")
+FREEZE_CANCEL_LUA = Layout(_scripts, "freeze_cancel", answers=FreezeCancel, keys=("stock", "applied"),
+                           argv=("op_id", "quantity", "lifetime_ms"))
+
+
 class Adjust(enum.IntEnum):
     """adjust.lua's one coded answer; otherwise it answers the new available
     (or nil: already applied, or no snapshot)."""
@@ -96,14 +125,20 @@ class Adjust(enum.IntEnum):
     REFUSED = -1  # a whole lowering that did not fit: nothing changed
 
 
-@_scripts.returns("meta")
+ADJUST_LUA = Layout(_scripts, "adjust", answers=Adjust, keys=("stock", "applied"),
+                    argv=("repair_id", "delta", "lifetime_ms", "whole"))
+
+
 class Meta(enum.IntEnum):
     NO_SNAPSHOT = 0
     UPDATED = 1
     STALE = 2
 
 
-@_scripts.returns("drop_ended")
+META_LUA = Layout(_scripts, "meta", answers=Meta, keys=("stock",),
+                  argv=("per_user_limit", "starts_ms", "ends_ms", "status", "version", "unit_price"))
+
+
 class Drop(enum.IntEnum):
     NO_SNAPSHOT = 0
     DROPPED = 1
@@ -112,36 +147,60 @@ class Drop(enum.IntEnum):
     NOT_OURS = 4   # another epoch than MySQL's, or the caller does not hold the warm lock
 
 
-@_scripts.returns("rebuild")
+DROP_ENDED_LUA = Layout(_scripts, "drop_ended", answers=Drop,
+                        keys=("stock", "buyers", "inflight", "idem", "idem_age", "due", "holds", "done", "undone",
+                              "applied", "fence", "lock"),
+                        argv=("epoch", "lock_token", "grace_ms"))
+
+
 class Rebuild(enum.IntEnum):
     REFUSED = 0  # reservations in flight
     DROPPED = 1
 
 
-@_scripts.returns("warm")
+REBUILD_LUA = Layout(_scripts, "rebuild", answers=Rebuild,
+                     keys=("stock", "inflight", "buyers", "idem", "idem_age", "applied"))
+
+
 class Load(enum.IntEnum):
     THERE = 0     # a snapshot was there already: nothing changed
     LOADED = 1
     NOT_FENCE = 2  # the fence is not this one any more: nothing changed
 
 
-@_scripts.returns("fence")
+_STAGE_KEYS = ("stage_buyers", "stage_idem", "stage_idem_age", "stage_applied")
+WARM_STAGE_LUA = Layout(_scripts, "warm_stage", answers=DATA, keys=_STAGE_KEYS,
+                        argv=("kind", "ttl_s", many("items")))
+WARM_LUA = Layout(_scripts, "warm", answers=Load,
+                  keys=("stock", "buyers", "idem", "idem_age", "applied", "missing", "inflight", *_STAGE_KEYS,
+                        "fence"),
+                  argv=("available", "total", "frozen", "epoch", "version", "per_user_limit", "starts_ms", "ends_ms",
+                        "status", "unit_price", "fence_token"))
+
+
 class FenceRaise(enum.IntEnum):
     SNAPSHOT_THERE = 0  # nothing to fence
     RAISED = 1
     ALREADY = 2
 
 
-@_scripts.returns("distrust")
+FENCE_LUA = Layout(_scripts, "fence", answers=FenceRaise, keys=("stock", "fence"), argv=("fence_id", "delay_ms"))
+FENCES_DUE_LUA = Layout(_scripts, "fences_due", answers=DATA, keys=("fences",), argv=("cap", "again_ms"))
+
+
 class Distrust(enum.IntEnum):
     NOTHING_HERE = 0
     FENCED = 1  # dropped and fenced
 
 
-@_scripts.returns("lock_release")
-class LockRelease(enum.IntEnum):
-    NOT_OURS = 0  # expired and taken, or gone
-    RELEASED = 1
+DISTRUST_LUA = Layout(_scripts, "distrust", answers=Distrust,
+                      keys=("stock", "buyers", "inflight", "idem", "idem_age", "due", "holds", "applied", "fence"),
+                      argv=("fence_id", "delay_ms"))
+LOCK_RELEASE_LUA = Layout(_scripts, "lock_release", answers=CODES_IN_HEADER, keys=("lock",), argv=("token",))
+REGISTRY_ADD_LUA = Layout(_scripts, "registry_add", answers=DATA, keys=("registry", "recent"),
+                          argv=("sku_id", "recent_ms"))
+REGISTRY_SWAP_LUA = Layout(_scripts, "registry_swap", answers=DATA, keys=("registry", "staged", "recent", "complete"),
+                           argv=("recent_ms", "complete_s"))
 
 
 # --- Key names -----------------------------------------------------------------
@@ -166,10 +225,22 @@ class SkuKeys:
     fence: str
     tag: str
 
-    def stage(self, token: str) -> tuple[str, str, str, str]:
-        """Staging keys of one snapshot load: buyers, idem, idem-age, applied."""
+    def stage(self, token: str) -> "StageKeys":
+        """Staging keys of one snapshot load."""
         base = f"{self.tag}:stage:{token}"
-        return f"{base}:buyers", f"{base}:idem", f"{base}:idem-age", f"{base}:applied"
+        return StageKeys(stage_buyers=f"{base}:buyers", stage_idem=f"{base}:idem",
+                         stage_idem_age=f"{base}:idem-age", stage_applied=f"{base}:applied")
+
+
+@dataclass(frozen=True)
+class StageKeys:
+    """The keys one snapshot load stages its parts in (warm_stage.lua), until
+    warm.lua moves them into place."""
+
+    stage_buyers: str
+    stage_idem: str
+    stage_idem_age: str
+    stage_applied: str
 
 
 @lru_cache(maxsize=4096)
@@ -203,11 +274,7 @@ BEAT_STARTED_KEY = key("beat", "started")  # ms
 BEAT_HELD_KEY = key("beat", "held")  # hash task name -> held since (ms)
 
 
-# --- Scripts ---------------------------------------------------------------------
-
-def _script(name: str):
-    return _scripts.get(name)
-
+# --- Helpers of the script calls --------------------------------------------------
 
 def _ms(setting: str) -> int:
     return int(getattr(settings, setting)) * 1000

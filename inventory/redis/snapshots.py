@@ -14,8 +14,9 @@ from core.redis.keys import prefix
 from core.redis.shards import Shard
 from inventory.domain import ClaimsFence, Fence, SkuFence, fence_name, fence_named
 from inventory.redis.keys import (
-    FENCES_KEY, SCRIPT_CHUNK, SKU_REGISTRY, SKU_REGISTRY_COMPLETE, SKU_REGISTRY_RECENT, STAGE_TTL_SECONDS,
-    Distrust, Drop, FenceRaise, Load, Rebuild, _chunks, _s, _script, sku_keys,
+    DISTRUST_LUA, DROP_ENDED_LUA, FENCE_LUA, FENCES_DUE_LUA, FENCES_KEY, LOCK_RELEASE_LUA, REBUILD_LUA,
+    REGISTRY_ADD_LUA, REGISTRY_SWAP_LUA, SCRIPT_CHUNK, SKU_REGISTRY, SKU_REGISTRY_COMPLETE, SKU_REGISTRY_RECENT,
+    STAGE_TTL_SECONDS, WARM_LUA, WARM_STAGE_LUA, Distrust, Drop, FenceRaise, Load, Rebuild, _chunks, _s, sku_keys,
 )
 
 MISSING_SKU_TTL_SECONDS = 30
@@ -54,33 +55,26 @@ def snapshot_load(*, sku_id: str, snapshot: Snapshot, fence: str = "") -> Load:
     so the gate never sees half a snapshot."""
     k = sku_keys(sku_id)
     stage = k.stage(uuid.uuid4().hex)
-    stager = _script("warm_stage")
     buyers = [x for pair in snapshot.buyers.items() for x in pair]
     idem = [x for field, (value, ms) in snapshot.idempotency.items() for x in (field, value, ms)]
     for kind, flat, width in (("b", buyers, 2), ("i", idem, 3), ("a", list(snapshot.applied_ops), 1)):
         for part in _chunks(flat, SCRIPT_CHUNK * width):
-            stager(keys=list(stage), args=[kind, STAGE_TTL_SECONDS, *part])
-    header = [snapshot.available, snapshot.total, snapshot.frozen, snapshot.epoch, snapshot.version,
-              snapshot.per_user_limit, snapshot.starts_ms, snapshot.ends_ms, snapshot.status, snapshot.unit_price]
-    return Load(int(_script("warm")(
-        keys=[k.stock, k.buyers, k.idem, k.idem_age, k.applied, k.missing, k.inflight, *stage, k.fence],
-        args=[*header, fence])))
+            WARM_STAGE_LUA.run(stage, kind=kind, ttl_s=STAGE_TTL_SECONDS, items=part)
+    s = snapshot
+    return Load(int(WARM_LUA.run(
+        k, stage, available=s.available, total=s.total, frozen=s.frozen, epoch=s.epoch, version=s.version,
+        per_user_limit=s.per_user_limit, starts_ms=s.starts_ms, ends_ms=s.ends_ms, status=s.status,
+        unit_price=s.unit_price, fence_token=fence)))
 
 
 def snapshot_drop_ended(*, sku_id: str, epoch: int, lock_token: str, grace_ms: int) -> Drop:
     """Drop every key of an ended SKU at once, where nothing could need them
     (see drop_ended.lua; the caller holds the warm lock and marks MySQL after)."""
-    k = sku_keys(sku_id)
-    return Drop(int(_script("drop_ended")(
-        keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.holds, k.done, k.undone, k.applied,
-              k.fence, k.lock],
-        args=[epoch, lock_token, grace_ms])))
+    return Drop(int(DROP_ENDED_LUA.run(sku_keys(sku_id), epoch=epoch, lock_token=lock_token, grace_ms=grace_ms)))
 
 
 def snapshot_drop_if_idle(*, sku_id: str) -> bool:
-    k = sku_keys(sku_id)
-    raw = _script("rebuild")(keys=[k.stock, k.inflight, k.buyers, k.idem, k.idem_age, k.applied], args=[])
-    return Rebuild(int(raw)) is Rebuild.DROPPED
+    return Rebuild(int(REBUILD_LUA.run(sku_keys(sku_id)))) is Rebuild.DROPPED
 
 
 # --- Fences: a lost snapshot is rebuilt behind the broker --------------------------------
@@ -106,8 +100,7 @@ def fence_raise(*, sku_id: str, delay_ms: int) -> StandingFence | None:
     a SKU fenced already keeps its fence. The fence is then listed as due at
     its not-before time (listing again is harmless, so a fencer that died
     between the two calls is mended by the next)."""
-    k = sku_keys(sku_id)
-    raw = _script("fence")(keys=[k.stock, k.fence], args=[uuid.uuid4().hex, delay_ms])
+    raw = FENCE_LUA.run(sku_keys(sku_id), fence_id=uuid.uuid4().hex, delay_ms=delay_ms)
     if FenceRaise(int(raw[0])) is FenceRaise.SNAPSHOT_THERE:
         return None
     standing = StandingFence(SkuFence(sku_id), _s(raw[1]))
@@ -132,7 +125,7 @@ def _fence_tokens(fences: Sequence[Fence]) -> dict[Fence, str | None]:
 def fences_due(*, cap: int = 100) -> list[StandingFence]:
     """Fences that may be sent now (each is due again FENCE_AGAIN_MS later);
     a listed fence that does not stand any more leaves the list."""
-    names = [_s(x) for x in _script("fences_due")(keys=[FENCES_KEY], args=[cap, FENCE_AGAIN_MS])]
+    names = [_s(x) for x in FENCES_DUE_LUA.run(fences=FENCES_KEY, cap=cap, again_ms=FENCE_AGAIN_MS)]
     if not names:
         return []
     tokens = _fence_tokens([fence_named(name) for name in names])
@@ -160,9 +153,7 @@ def snapshot_distrust(*, sku_id: str, delay_ms: int) -> StandingFence | None:
     """Drop the SKU's snapshot and fence it (distrust.lua; None: nothing of it
     was here); a fence found is replaced by one counted from now. For a new
     instance whose data may be older than what was lost."""
-    k = sku_keys(sku_id)
-    raw = _script("distrust")(keys=[k.stock, k.buyers, k.inflight, k.idem, k.idem_age, k.due, k.holds,
-                                    k.applied, k.fence], args=[uuid.uuid4().hex, delay_ms])
+    raw = DISTRUST_LUA.run(sku_keys(sku_id), fence_id=uuid.uuid4().hex, delay_ms=delay_ms)
     if Distrust(int(raw[0])) is not Distrust.FENCED:
         return None
     standing = StandingFence(SkuFence(sku_id), _s(raw[1]))
@@ -224,8 +215,7 @@ def warm_lock_acquire(*, sku_id: str) -> str | None:
 
 
 def warm_lock_release(*, sku_id: str, token: str) -> None:
-    lock = sku_keys(sku_id).lock
-    _script("lock_release")(keys=[lock], args=[token])
+    LOCK_RELEASE_LUA.run(sku_keys(sku_id), token=token)
 
 
 # --- The registry of SKU ids MySQL has, and the marker of one it has not ------------------
@@ -256,12 +246,14 @@ def sku_registry_fill(*, sku_ids: Sequence[str], recent_ms: int = SKU_REGISTRY_R
         pipe.sadd(staged, *part)
         pipe.expire(staged, STAGE_TTL_SECONDS)
         pipe.execute()
-    return int(_script("registry_swap")(keys=[SKU_REGISTRY, staged, SKU_REGISTRY_RECENT, SKU_REGISTRY_COMPLETE],
-                                        args=[recent_ms, SKU_REGISTRY_SECONDS]))
+    return int(REGISTRY_SWAP_LUA.run(registry=SKU_REGISTRY, staged=staged, recent=SKU_REGISTRY_RECENT,
+                                     complete=SKU_REGISTRY_COMPLETE, recent_ms=recent_ms,
+                                     complete_s=SKU_REGISTRY_SECONDS))
 
 
 def sku_registry_add(*, sku_id: str) -> None:
-    _script("registry_add")(keys=[SKU_REGISTRY, SKU_REGISTRY_RECENT], args=[sku_id, SKU_REGISTRY_RECENT_MS])
+    REGISTRY_ADD_LUA.run(registry=SKU_REGISTRY, recent=SKU_REGISTRY_RECENT, sku_id=sku_id,
+                         recent_ms=SKU_REGISTRY_RECENT_MS)
 
 
 def mark_missing(*, sku_id: str) -> None:

@@ -1,11 +1,13 @@
 """The Lua scripts' return codes and the Python enums that mirror them agree.
 
-Every script of a folder is declared either as answering data or as having
-its outcomes mirrored by an enum (`Scripts.returns`). For each enum, the codes
-its script can return (the literal `return <n>` / `return {<n>, ...}`, or the
-words a state is set to) are exactly the enum's values, and the names its
-header gives a code are the enum's names. A script that gains a code, or an
-enum that keeps a code the script lost, fails here."""
+Every script's layout (core.lua_layout) says what it answers: data, codes
+mirrored by an enum, or codes no caller branches on, named by its header
+alone. For each enum, the codes its script can return (the literal `return
+<n>` / `return {<n>, ...}`, or the words a state is set to) are exactly the
+enum's values, and the names its header gives a code are the enum's names. A
+script that gains a code, or an enum that keeps a code the script lost, fails
+here; so does a script whose header names other codes than it returns. That
+every script has a layout is inventory/tests/test_lua_layouts.py's."""
 from __future__ import annotations
 
 import enum
@@ -13,11 +15,10 @@ import re
 
 import pytest
 
-from accounts import token_cache
-from inventory.redis import keys as redis_keys
+from core.lua_layout import CODES_IN_HEADER, DATA
+from inventory.tests.test_lua_layouts import LAYOUTS
 
-FOLDERS = {"inventory": redis_keys._scripts, "accounts": token_cache._scripts}
-CODED = [(app, name, cls) for app, scripts in FOLDERS.items() for name, cls in sorted(scripts.codes.items())]
+CODED = [(layout.name, layout.answers) for layout in LAYOUTS if isinstance(layout.answers, type)]
 
 _HEADER = re.compile(r"--\[\[(.*?)\]\]", re.S)
 _NUMBER = re.compile(r"\breturn\s*(?:\{\s*)?(-?\d+)\b")
@@ -44,8 +45,11 @@ def header_names(source: str) -> dict[int, str]:
     return {int(braced or bare): name for braced, bare, name in _NAMED.findall(head.group(1))} if head else {}
 
 
-def _source(scripts, name: str) -> str:
-    return (scripts.folder / f"{name}.lua").read_text()
+def _source(layout) -> str:
+    return (layout.scripts.folder / f"{layout.name}.lua").read_text()
+
+
+_BY_NAME = {layout.name: layout for layout in LAYOUTS}
 
 
 def test_the_parser_sees_every_literal_answer_and_nothing_in_comments_or_errors():
@@ -65,18 +69,16 @@ return redis.call('GET', KEYS[1])"""
     assert header_names(lua) == {1: "DONE", 3: "FENCED"}  # "2 BUSY" is not at a line's start: not read
 
 
-@pytest.mark.parametrize("app", sorted(FOLDERS))
-def test_every_script_answers_data_or_has_its_enum(app):
-    scripts = FOLDERS[app]
-    files = {p.stem for p in scripts.folder.glob("*.lua") if not p.name.startswith("_")}
-    declared = set(scripts.codes) | set(scripts.answers_data)
-    assert files == declared, f"undeclared: {sorted(files - declared)}, no such script: {sorted(declared - files)}"
-    assert not set(scripts.codes) & set(scripts.answers_data)
+def test_every_script_says_what_it_answers():
+    for layout in LAYOUTS:
+        answers = layout.answers
+        assert answers in (DATA, CODES_IN_HEADER) or (isinstance(answers, type) and issubclass(answers, enum.Enum)), \
+            f"{layout.name}.lua answers {answers!r}"
 
 
-@pytest.mark.parametrize("app,name,cls", CODED, ids=[f"{a}:{n}" for a, n, _ in CODED])
-def test_each_enum_holds_exactly_the_codes_its_script_returns(app, name, cls):
-    source = _source(FOLDERS[app], name)
+@pytest.mark.parametrize("name,cls", CODED, ids=[n for n, _ in CODED])
+def test_each_enum_holds_exactly_the_codes_its_script_returns(name, cls):
+    source = _source(_BY_NAME[name])
     values = {m.value for m in cls}
     if issubclass(cls, str):
         assert words_set(source) == values
@@ -87,10 +89,21 @@ def test_each_enum_holds_exactly_the_codes_its_script_returns(app, name, cls):
         assert cls(code).name == word, f"{name}.lua calls {code} {word}, {cls.__name__} says {cls(code).name}"
 
 
-@pytest.mark.parametrize("app", sorted(FOLDERS))
-def test_a_script_that_answers_data_has_no_outcomes_to_name(app):
+def test_a_script_that_answers_data_has_no_outcomes_to_name():
     """At most one constant answer (registry_add's "1"): two distinct literal
     answers are outcomes, and need an enum."""
-    scripts = FOLDERS[app]
-    for name in sorted(scripts.answers_data):
-        assert len(numbers_returned(_source(scripts, name))) <= 1, f"{name}.lua has outcomes: give it an enum"
+    for layout in LAYOUTS:
+        if layout.answers is DATA:
+            assert len(numbers_returned(_source(layout))) <= 1, f"{layout.name}.lua has outcomes: give it an enum"
+
+
+def test_codes_no_caller_reads_are_each_named_by_the_header():
+    """A script whose callers do not branch on its outcome (a lock released or
+    not ours, a claim dropped or not ours) needs no enum, but its header names
+    every code it returns, and no other."""
+    unread = [layout for layout in LAYOUTS if layout.answers is CODES_IN_HEADER]
+    assert unread
+    for layout in unread:
+        source = _source(layout)
+        named = header_names(source)
+        assert named and set(named) == numbers_returned(source), f"{layout.name}.lua names {named}"

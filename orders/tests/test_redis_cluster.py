@@ -542,8 +542,8 @@ def test_a_promoted_replica_without_the_scripts_is_checked_and_loaded(cluster, p
         accepted = {body["order_id"]}
         replica = cluster.replicas_of(target)[0]
         replica.client().script_flush()  # a replica that was a primary before may keep the scripts of then
-        shas = [redis_keys._script("reserve").sha, redis_keys._script("undo").sha,
-                token_cache._scripts.get("authorize").sha]
+        shas = [redis_keys.RESERVE_LUA.script.sha, redis_keys.UNDO_LUA.script.sha,
+                token_cache.AUTHORIZE_LUA.script.sha]
         assert replica.client().script_exists(*shas) == [False] * len(shas)
         cluster.failover(replica)
         run_id = replica.info()["run_id"]
@@ -696,7 +696,7 @@ def test_a_primary_promoted_again_is_checked_again_by_a_process_that_checked_it_
     target = master_of_no_global_key()
     sku = sku_on(target, stock=5)  # its warm-up: this process's scripts ran on `target`, checked there
     stock_key = redis_keys.sku_keys(sku.sku_id).stock
-    reserve_sha = redis_keys._script("reserve").sha
+    reserve_sha = redis_keys.RESERVE_LUA.script.sha
     replica = cluster.replicas_of(target)[0]
     cluster.failover(replica)
     # another process meets the new primary first and checks it (this one makes no call meanwhile)

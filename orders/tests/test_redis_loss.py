@@ -310,7 +310,8 @@ def test_a_new_redis_instance_holding_old_data_is_not_trusted(make_sku, make_buy
     assert got.code is redis_keys.Reserve.FENCED  # the old snapshot sold nothing
     assert shard.client.get(instance_key).decode() == shard.client.info("server")["run_id"]
     # every script is loaded by the check: a script first used later meets no NOSCRIPT on this instance
-    assert all(shard.client.script_exists(*(redis_keys._script(n).sha for n in ("freeze", "give", "adjust"))))
+    later = (redis_keys.FREEZE_LUA, redis_keys.GIVE_LUA, redis_keys.ADJUST_LUA)
+    assert all(shard.client.script_exists(*(layout.script.sha for layout in later)))
     fence_reached(sku.sku_id)
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
     assert gate.reserve(sku_id=sku.sku_id, user_id=user.pk, quantity=1, idempotency_key="k3",
