@@ -14,6 +14,7 @@ and one thread at a time: Django's thread-sharing switch allows exactly that.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from django.db import connections
@@ -54,10 +55,8 @@ class Lender:
         if before is not None:
             connections[self.alias] = before
         else:
-            try:
+            with contextlib.suppress(AttributeError):
                 del connections[self.alias]
-            except AttributeError:
-                pass
         with self._lock:
             if len(self._idle) < self.keep:
                 self._idle.append(wrapper)

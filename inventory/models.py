@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import F, Func, Q, Value
-from django.db.models.functions import LPad, Lower
+from django.db.models.functions import Lower, LPad
 from django.utils.translation import gettext_lazy as _
 
 from inventory.domain import validate_sku_id

@@ -20,6 +20,7 @@ from nothing: right after a start, no sweep is late before its intervals pass.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -63,9 +64,7 @@ class DatabaseScheduler(UpstreamScheduler):
         except (DatabaseError, InterfaceError) as exc:
             logger.warning("beat: the database is unavailable (%r); keeping the schedule, again in %.0f s",
                            exc, RETRY_S)
-            try:
+            with contextlib.suppress(Exception):  # already broken: Django opens a new one next time
                 connection.close()
-            except Exception:  # already broken: Django opens a new one next time
-                pass
             close_old_connections()
             return RETRY_S

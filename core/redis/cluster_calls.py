@@ -7,10 +7,16 @@ import time
 from typing import NoReturn
 
 from redis.cluster import RedisCluster
-from redis.exceptions import AskError, ClusterDownError, MovedError, RedisClusterException, TryAgainError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ConnectionError as RedisConnectionError,
+    MovedError,
+    RedisClusterException,
+    ResponseError,
+    TimeoutError as RedisTimeoutError,
+    TryAgainError,
+)
 
 from core.redis.cluster import layout_again
 from core.redis.errors import ClusterCallError, NotSent, NotSentTimeout, RedisError, ShardDown

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import os
 import threading
-from functools import lru_cache
+from functools import cache
 
 from django.conf import settings
 from django_redis import get_redis_connection
 from redis import Connection, ConnectionPool, Redis
 from redis.cluster import RedisCluster
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import (
+    ConnectionError as RedisConnectionError,
+    RedisClusterException,
+    TimeoutError as RedisTimeoutError,
+)
 
 from core.redis.cluster import cluster_client
 from core.redis.errors import NotSent, NotSentTimeout, ShardDown
@@ -85,7 +87,7 @@ class _NotSentOnConnect:
             raise NotSent(*exc.args) from exc
 
 
-@lru_cache(maxsize=None)
+@cache
 def not_sent_on_connect(connection_class: type) -> type:
     """`connection_class` whose failed connect raises NotSent (itself if it does already)."""
     if issubclass(connection_class, _NotSentOnConnect):

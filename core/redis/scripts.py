@@ -8,7 +8,7 @@ once its instance was checked (core.redis.instance).
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from redis import Redis
@@ -66,7 +66,7 @@ class Scripts:
                 script.sha = client.script_load(script.script)
 
     # One Scripts per app for the process's life: the cache holding `self` leaks nothing.
-    @lru_cache(maxsize=None)  # noqa: B019
+    @cache  # noqa: B019
     def get(self, name: str) -> Script:
         client = redis()
         parts = [f"-- seckill, {prefix()}, {script_scope(client)}", CORE_LIB.read_text()]

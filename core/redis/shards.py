@@ -8,7 +8,7 @@ first slot of its range, which a promoted replica keeps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from redis import Redis
 from redis.cluster import RedisCluster
@@ -45,7 +45,7 @@ class Shard:
         return gone
 
 
-@lru_cache(maxsize=None)
+@cache
 def slot_tag(slot: int) -> str:
     """A short hash tag whose keys land in `slot`."""
     i = 0

@@ -16,9 +16,7 @@ import pytest
 from django.conf import settings
 
 from seckill_site import adapters
-from seckill_site.adapters import celery as celery_adapter
-from seckill_site.adapters import django as django_adapter
-from seckill_site.adapters import granian as granian_adapter
+from seckill_site.adapters import celery as celery_adapter, django as django_adapter, granian as granian_adapter
 
 ROOT = Path(__file__).resolve().parents[2]
 ADAPTERS = {"granian": granian_adapter, "celery": celery_adapter, "django": django_adapter}
@@ -43,7 +41,7 @@ def pins() -> dict[str, str]:
     return found
 
 
-@pytest.mark.parametrize("name,distribution", EVERY_LIBRARY)
+@pytest.mark.parametrize(("name", "distribution"), EVERY_LIBRARY)
 def test_an_adapter_refuses_at_import_a_version_it_was_not_written_for(monkeypatch, name, distribution):
     real = importlib.metadata.version
     monkeypatch.setattr(importlib.metadata, "version",
@@ -56,7 +54,7 @@ def test_an_adapter_refuses_at_import_a_version_it_was_not_written_for(monkeypat
     assert "WRITTEN_FOR" in message
 
 
-@pytest.mark.parametrize("name,distribution", EVERY_LIBRARY)
+@pytest.mark.parametrize(("name", "distribution"), EVERY_LIBRARY)
 def test_an_adapter_is_written_for_the_version_requirements_txt_pins(name, distribution):
     pinned = pins()[distribution.lower()]
     assert pinned in ADAPTERS[name].WRITTEN_FOR[distribution], (
@@ -134,7 +132,7 @@ def test_a_granian_replacement_is_heard_of_and_never_counted_towards_granians_cr
 
     def respawn(self, workers, spawn_target, target_loader, delay=0):
         replaced.extend(workers)
-        self.respawned_wrks.update({idx: 1.0 for idx in workers})
+        self.respawned_wrks.update(dict.fromkeys(workers, 1.0))
 
     monkeypatch.setattr(AbstractServer, "_respawn_workers", respawn)  # granian's: it starts processes
     monkeypatch.setattr(server, "worker_replacing", lambda idx, pid: heard.append((idx, pid)))
@@ -179,13 +177,9 @@ def test_a_refused_publish_is_told_from_other_failures_raised_or_wrapped_by_komb
     from kombu.exceptions import OperationalError
 
     assert celery_adapter.is_refused_publish(MessageNacked())
-    try:
-        try:
-            raise MessageNacked()
-        except MessageNacked as exc:
-            raise OperationalError("refused") from exc
-    except OperationalError as wrapped:
-        assert celery_adapter.is_refused_publish(wrapped)
+    wrapped = OperationalError("refused")
+    wrapped.__cause__ = MessageNacked()  # as `raise ... from` leaves it
+    assert celery_adapter.is_refused_publish(wrapped)
     assert not celery_adapter.is_refused_publish(OperationalError("connection refused"))
     assert not celery_adapter.is_refused_publish(ConnectionError())
 
@@ -207,7 +201,7 @@ def test_a_handler_runs_the_chain_it_was_given_and_the_setting_is_left_as_it_was
     site_chain = list(settings.MIDDLEWARE)
     assert "django.middleware.security.SecurityMiddleware" in site_chain
     handler = django_adapter.MiddlewareChainHandler(["django.middleware.clickjacking.XFrameOptionsMiddleware"])
-    assert settings.MIDDLEWARE == site_chain
+    assert site_chain == settings.MIDDLEWARE
     environ = {"PATH_INFO": "/no-such-page/", "REQUEST_METHOD": "GET", "HTTP_HOST": "localhost"}
     setup_testing_defaults(environ)
     seen = {}

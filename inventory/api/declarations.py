@@ -4,7 +4,16 @@ from them."""
 from __future__ import annotations
 
 from core.api import (
-    AUTH_ANSWERS, MAYBE_MOMENT, PAGE, UNAVAILABLE, Answer, Operation, Param, Text, merge_answers, refusal,
+    AUTH_ANSWERS,
+    MAYBE_MOMENT,
+    PAGE,
+    UNAVAILABLE,
+    Answer,
+    Operation,
+    Param,
+    Text,
+    merge_answers,
+    refusal,
 )
 from core.errors import OrderNotFound, SkuNotFound
 from inventory.domain import SKU_ID_MAX, SKU_ID_PATTERN

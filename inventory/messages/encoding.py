@@ -4,8 +4,8 @@ or not well formed is a BadMessage: set aside, never applied."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from inventory import signing
 from inventory.domain import Fence, Reservation, fence_name, fence_named

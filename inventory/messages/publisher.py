@@ -5,11 +5,12 @@ sends of the sweeps and the confirm consumer: reservations again
 before the next. The purchase path's own publish is group_publisher."""
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from amqp.exceptions import MessageNacked
 from django.conf import settings
@@ -68,10 +69,8 @@ def _route(pub: _Publisher, partition: int) -> tuple[str, str]:
 def _drop(confirm: bool) -> None:
     pub = getattr(_local, "publishers", {}).pop(confirm, None)
     if pub is not None:
-        try:
+        with contextlib.suppress(Exception):
             pub.conn.release()
-        except Exception:
-            pass
 
 
 def send(body: bytes, headers: dict[str, str], *, deadline: float, confirm: bool = True,

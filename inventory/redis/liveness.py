@@ -4,7 +4,7 @@ check reads them all, inventory.health)."""
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from core.redis.connection import clustered, redis
 from core.redis.errors import RedisError

@@ -48,10 +48,10 @@ from kombu.exceptions import KombuError
 from core.errors import DomainError, Unavailable
 from core.redis.errors import RedisError
 from inventory import selectors, signing
-from inventory.messages import celery_sends, encoding, names, publisher, queues
-from inventory.redis import gate, keys as redis_keys
-from inventory.models import DeadLetter, Sku
 from inventory.domain import Reservation
+from inventory.messages import celery_sends, encoding, names, publisher, queues
+from inventory.models import DeadLetter, Sku
+from inventory.redis import gate, keys as redis_keys
 from inventory.services.decisions import reservation_undo_record
 
 logger = logging.getLogger(__name__)

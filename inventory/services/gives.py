@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Sequence
 
 from django.conf import settings
 from django.db import OperationalError, transaction
@@ -14,8 +14,8 @@ from django.utils import timezone
 from redis.exceptions import ResponseError
 
 from inventory.messages import celery_sends
-from inventory.redis import gate, keys as redis_keys
 from inventory.models import GIVE_OPERATIONS, InventoryLog, OutboxMessage
+from inventory.redis import gate, keys as redis_keys
 from inventory.services.locks import skus_lock
 
 logger = logging.getLogger(__name__)

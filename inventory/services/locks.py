@@ -1,7 +1,7 @@
 """The one place stock rows are locked."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from inventory.models import Sku
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from testsupport.purchase import rebuild_lost
 from core.redis.connection import redis
+from inventory.models import OutboxMessage
 from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.services import gives, stock
-from inventory.models import OutboxMessage
+from testsupport.purchase import rebuild_lost
 
 
 def test_snapshot_counts_its_gives_so_a_late_redelivery_adds_nothing(make_sku, live_db):

@@ -8,11 +8,11 @@ from unittest import mock
 
 from django.utils import timezone
 
+from inventory.models import DeadLetter, InventoryLog, OutboxMessage, Sku
+from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
+from inventory.services import gives, retention, skus, snapshots, stock
 from testsupport.factories import unique
 from testsupport.purchase import reserve_direct
-from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
-from inventory.models import DeadLetter, InventoryLog, OutboxMessage, Sku
-from inventory.services import gives, retention, skus, snapshots, stock
 
 OLD = timedelta(days=31)
 
