@@ -1,7 +1,7 @@
 """SQL for the hottest statements, built once from the models' own metadata.
 
 Django's ORM compiles every query on every call: for the confirm's thousand
-rows (bulk_create) and for a payment's two single-row statements that was most
+rows (bulk_create) and for a payment's two single-row statements that is most
 of the CPU spent (docs/benchmark.md, "The cost of a click"). The few statements on those
 paths are written here as SQL text over the model's table and column names,
 with the same value conventions as the ORM (aware datetimes stored as naive

@@ -57,8 +57,8 @@ def sweep_late(*, now_ms: float, every_ms: float, ran: int | None, held: int | N
     - its last run, when it ran since beat began holding it in its schedule;
     - otherwise (never ran, or not since it was enabled again) the later of
       the start of the running beat and the moment beat began holding it: it
-      cannot have run before either. Measuring a new sweep from nothing made
-      every sweep late until its first interval had passed after a fresh start.
+      cannot have run before either. Measured from nothing, every sweep would
+      read late after a fresh start until its first interval had passed.
 
     With none of these records (beat never started, or Redis lost them and
     beat has not written them again yet) it is late: nothing shows beat alive."""

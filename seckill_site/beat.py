@@ -4,7 +4,7 @@ outlive a database that goes away.
 Every so often the upstream scheduler reads the whole schedule from MySQL
 inside `tick()` without catching database errors (its change check catches
 them, the periodic full read does not), and celery beat exits on any error
-from `tick()`: a MariaDB restart at that moment stopped beat for good, and
+from `tick()`: a MariaDB restart at that moment stops beat for good, and
 with it the orphan sweep that finishes reservations whose message was never
 sent (the class of bug of celery/django-celery-beat#158 and celery/celery#3135).
 Here a database error in a tick keeps the schedule beat already has, drops

@@ -105,12 +105,10 @@ def send(body: bytes, headers: dict[str, str], *, deadline: float, confirm: bool
         except MessageNacked:
             # The queue refused it: a quorum queue whose leader was lost
             # refuses publishes until its replicas elect another (about a
-            # second; the fault matrix's leader kills answered up to 92 clicks
-            # 503 before this). Sent again while the budget lasts, on a new
-            # connection: a channel that was refused once went on being
-            # refused after the new leader took over (seen on the cluster leg:
-            # 15 minutes of refusals on the kept channel, none on new ones). A
-            # copy the queue kept after all is applied once.
+            # second). Sent again while the budget lasts, on a new connection:
+            # a channel refused once can stay refused after the new leader
+            # took over, while a new one is accepted at once (docs/failures.md,
+            # "Beyond one host"). A copy the queue kept after all is applied once.
             _drop(confirm)
             refusals += 1
             pause = min(REFUSED_BACKOFF_S * 2 ** (refusals - 1), REFUSED_BACKOFF_MAX_S)

@@ -38,7 +38,7 @@ def _shards_silent() -> list[str]:
 # --- Liveness of the confirm consumers ---------------------------------------------------
 
 # A consumer of partition k > 0 beats as "<identity>#<k>"; partition 0's beat is
-# the identity alone, as with the one queue of before.
+# the identity alone, as a single queue's consumer beats.
 PARTITION_MARK = "#"
 
 

@@ -128,7 +128,7 @@ DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unic
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 # redis+cluster://host:port[,host:port...] picks a Redis Cluster (core.redis.cluster);
-# redis:// one server through django-redis, as before.
+# redis:// one server through django-redis.
 REDIS_CLUSTER_NODES = parse_cluster_url(REDIS_URL)
 REDIS_CLUSTER_USERNAME, REDIS_CLUSTER_PASSWORD = parse_cluster_credentials(REDIS_URL)
 # Every key the project writes starts with this, so a suite, a benchmark and a
