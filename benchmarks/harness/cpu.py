@@ -53,11 +53,12 @@ _redis_pids = _RedisPids()
 def _redis_ports() -> set[int]:
     """The ports of the Redis this run uses: the one server of REDIS_URL, or
     every node of the cluster (replicas too: replication is part of the cost)."""
+    from core.adapters.redis_py import connection_settings
     from core.redis.connection import clustered, redis
 
     if clustered():
         return {node.port for node in redis().get_nodes()}
-    return {int(redis().connection_pool.connection_kwargs.get("port", 6379))}
+    return {int(connection_settings(redis()).get("port", 6379))}
 
 
 def _our_redis(table: dict[int, tuple[int, str, float]]) -> dict[int, int] | None:

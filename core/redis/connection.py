@@ -29,6 +29,7 @@ from redis.exceptions import (
     TimeoutError as RedisTimeoutError,
 )
 
+from core.adapters.redis_py import ConnectFailure, connection_settings
 from core.redis.cluster import cluster_client
 from core.redis.errors import NotSent, NotSentTimeout, ShardDown
 
@@ -68,23 +69,20 @@ def script_scope(client: Redis) -> str:
     (named in every script's text, so each meets its own NOSCRIPT)."""
     if clustered():
         return "cluster"
-    return f"database {client.connection_pool.connection_kwargs.get('db', 0)}"
+    return f"database {connection_settings(client).get('db', 0)}"
 
 
-class _NotSentOnConnect:
+class _NotSentOnConnect(ConnectFailure):
     """Mixed into a redis-py connection class: connect() failing raises
     NotSent. A failure of a kind of its own (an authentication refused, a
     server still loading) keeps its type, which says more."""
 
-    def connect(self) -> None:
-        try:
-            super().connect()
-        except RedisTimeoutError as exc:
-            raise NotSentTimeout(*exc.args) from exc
-        except RedisConnectionError as exc:
-            if type(exc) is not RedisConnectionError:
-                raise
-            raise NotSent(*exc.args) from exc
+    def connect_failed(self, exc: Exception) -> Exception | None:
+        if isinstance(exc, RedisTimeoutError):
+            return NotSentTimeout(*exc.args)
+        if type(exc) is RedisConnectionError:
+            return NotSent(*exc.args)
+        return None
 
 
 @cache

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from core.adapters.redis_py import layout_read
 from core.redis.connection import clustered, redis
 from core.redis.errors import RedisError
 from core.redis.keys import text
@@ -20,7 +21,7 @@ def ping() -> bool | str:
         return bool(redis().ping())
     down = _shards_silent()
     if down:  # the layout may be old (a replica promoted since): read it again, once
-        redis().nodes_manager.initialize()
+        layout_read(redis())
         down = _shards_silent()
     return True if not down else f"error: no answer from the primary of {len(down)} shard(s): {', '.join(down)}"
 
