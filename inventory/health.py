@@ -11,6 +11,9 @@ from django_celery_beat.models import PeriodicTask
 from inventory.messages import broker_probe
 from inventory.redis import liveness
 
+# The parts every answer names, in this order: the API's declaration, the
+# command's --part and the probes all take them from here.
+HEALTH_PARTS = ("mysql", "redis", "broker", "worker", "beat")
 HEALTH_CACHE_SECONDS = 1.0
 WORKER_SEEN_WITHIN_SECONDS = 5.0
 _health_cache: dict[str, tuple[float, dict]] = {}

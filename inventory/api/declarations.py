@@ -17,6 +17,7 @@ from core.api import (
 )
 from core.errors import OrderNotFound, SkuNotFound
 from inventory.domain import SKU_ID_MAX, SKU_ID_PATTERN
+from inventory.health import HEALTH_PARTS
 from inventory.models import Sku
 
 # The one rule for a SKU id in a request, also the purchase body's
@@ -26,7 +27,6 @@ SKU_ID = Text(SKU_ID_MAX, SKU_ID_PATTERN, example="DEMO-PHONE",
 SKU_PATH = Param("sku_id", "path", SKU_ID, description="Any other value is 404 sku_not_found.")
 
 _BUCKETS = ("total", "available", "frozen", "locked", "sold")
-HEALTH_PARTS = ("mysql", "redis", "broker", "worker", "beat")
 _HEALTH_PROPS = {name: {"type": "string", "description": '"ok", or what failed.'} for name in HEALTH_PARTS}
 
 COMPONENTS = {

@@ -94,6 +94,21 @@ def _health(api):
     return api().get("/api/v1/health")
 
 
+def test_the_health_parts_are_one_list_for_the_answer_the_schema_and_the_command(live_db):
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    from inventory import health
+    from inventory.api.declarations import COMPONENTS
+
+    health._health_cache.clear()
+    assert tuple(health.system_health()) == health.HEALTH_PARTS  # every part, in that order
+    assert COMPONENTS["Health"]["required"] == list(health.HEALTH_PARTS)
+    with pytest.raises(CommandError, match="invalid choice"):
+        call_command("health", "--part", "disk", stdout=io.StringIO())
+
+
 @pytest.mark.worker
 def test_health_ok_and_names_the_failing_part(api, live_db, worker):
     _sweeps_just_ran()

@@ -156,9 +156,7 @@ class OrderLife(RuleBasedStateMachine):
     def deliver_give(self, i, keep):
         p = self.gives[i % len(self.gives)]
         try:
-            gives.stock_give_apply(sku_id=p["sku_id"], op_id=p["op_id"], quantity=p["quantity"],
-                                   user_id=p["user_id"], total_delta=p["total_delta"],
-                                   frozen_delta=p["frozen_delta"], wait_s=0)
+            gives.stock_gives_apply(gives=[p], wait_s=0)
         except gives.GiveDeferred:
             return  # no snapshot yet: it stays with the broker
         if not keep:
