@@ -21,8 +21,8 @@ from __future__ import annotations
 import hmac
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 from ipaddress import ip_network
 
 from django.conf import settings
@@ -55,7 +55,7 @@ class CachedUser:
         return self.id
 
     @classmethod
-    def from_blob(cls, blob: str) -> "CachedUser":
+    def from_blob(cls, blob: str) -> CachedUser:
         user_id, active, staff, username = blob.split("|", 3)
         return cls(id=int(user_id), username=username, is_active=active == "1", is_staff=staff == "1")
 
@@ -99,7 +99,7 @@ def authenticate_request(meta: dict, *, budget: Budget | None) -> tuple[CachedUs
     if idem is not None and not (1 <= len(idem) <= 64):
         idem = None
     bucket, every_ms = getattr(settings, _RATES[budget]) if budget is not None else (0, 0)
-    spend = dict(bucket=bucket, every_ms=every_ms, budget=budget or Budget.PURCHASES)
+    spend = {"bucket": bucket, "every_ms": every_ms, "budget": budget or Budget.PURCHASES}
     found = token_cache.authorize(token=token, idempotency_key=idem, **spend)
     if found.user_blob is None:
         uncached = _fill_from_mysql(token, meta, since_ms=found.now_ms, purchase=budget is Budget.PURCHASES)

@@ -8,8 +8,8 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from rest_framework.authtoken.models import Token
 
-from accounts.authentication import user_blob
 from accounts import token_cache
+from accounts.authentication import user_blob
 
 
 @receiver(post_save, sender=Token)

@@ -149,7 +149,7 @@ class KeyClaim:
     claimed_ms: int
 
     @classmethod
-    def parse(cls, raw: str | bytes) -> "KeyClaim":
+    def parse(cls, raw: str | bytes) -> KeyClaim:
         ms, qty, oid, sku = text(raw).split("|", 3)
         return cls(oid, sku, int(qty), int(ms))
 

@@ -121,7 +121,7 @@ def record(run: str, output: str, *, results: Path = RESULTS, pages: list[Path] 
     if run not in RUNS:
         raise SystemExit(f"unknown run {run!r}: one of {', '.join(RUNS)}")
     pairs = summary_line(output)
-    when = when or datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    when = when or datetime.datetime.now(datetime.UTC).date().isoformat()
     new = section(run, pairs, when, commit or _commit(), note)
     text = results.read_text(encoding="utf-8")
     old = next((m for m in SECTION.finditer(text) if m.group(1) == run), None)

@@ -8,8 +8,8 @@ import os
 
 os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.floor"
 
-from django.http import JsonResponse  # noqa: E402
-from django.urls import path  # noqa: E402
+from django.http import JsonResponse
+from django.urls import path
 
 # Settings: this module is its own settings module and URLconf.
 SECRET_KEY = "floor-benchmark-only"

@@ -24,15 +24,16 @@ Typical use::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import math
 import os
 import pickle
-import time
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 __all__ = ["Result", "run_load", "run", "run_procs", "summarize", "format_summary"]
 
@@ -138,10 +139,8 @@ def _parse_head(block: bytes) -> tuple[int, bool, int | None, bool]:
     te = _header_value(low, b"\r\ntransfer-encoding:")
     chunked = te is not None and b"chunked" in te
     conn = _header_value(low, b"\r\nconnection:") or b""
-    if block[7:8] != b"0":          # HTTP/1.1: persistent unless told otherwise
-        keep_alive = b"close" not in conn
-    else:                           # HTTP/1.0: closes unless told otherwise
-        keep_alive = b"keep-alive" in conn
+    # HTTP/1.1 is persistent unless told otherwise, HTTP/1.0 closes unless told otherwise
+    keep_alive = b"close" not in conn if block[7:8] != b"0" else b"keep-alive" in conn
     return status, keep_alive, length, chunked
 
 
@@ -401,10 +400,8 @@ async def run_load(*, host: str, port: int, concurrency: int,
                                           stop_when, timeout_s, host_value, retry_stale, gap_s))
     finally:
         guard.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await guard
-        except asyncio.CancelledError:
-            pass
     return results
 
 

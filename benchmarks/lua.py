@@ -42,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 from benchmarks.harness import HOST, processes, progress, say, stores
 
@@ -72,7 +73,7 @@ class OwnRedis:
         processes.wait_port(self.port, timeout=10)
 
     def cpu_seconds(self) -> float:
-        rest = open(f"/proc/{self.p.pid}/stat").read().rsplit(")", 1)[1].split()
+        rest = Path(f"/proc/{self.p.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:

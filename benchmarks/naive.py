@@ -18,8 +18,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.errors import LimitReached, SaleNotActive, SkuNotFound, SoldOut
-from inventory.models import InventoryLog, Sku
 from core.retry import with_mysql_retry
+from inventory.models import InventoryLog, Sku
 from orders.api.input import idempotency_key_of, order_input
 from orders.models import Order
 

@@ -14,7 +14,7 @@ registered when this module is imported (autodiscovery follows INSTALLED_APPS).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from axes import admin as axes_admin
 from axes.models import AccessAttempt

@@ -4,8 +4,7 @@ Django keeps one persistent connection per thread (CONN_MAX_AGE). The web
 server gives each process more threads than requests it lets run
 (core.admission: the waiting and the refused need threads too), so per-thread
 connections would grow to one per thread that ever served a payment: 100 per
-process by default, where the server of before had 8, and a few web tiers
-together past MariaDB's max_connections. Lent per request instead, a process
+process by default, and a few web tiers together past MariaDB's max_connections. Lent per request instead, a process
 holds about as many connections as it runs requests at once, each still
 persistent and reused (docs/operations.md, "The web server").
 
@@ -14,6 +13,7 @@ and one thread at a time: Django's thread-sharing switch allows exactly that.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from django.db import connections
@@ -54,10 +54,8 @@ class Lender:
         if before is not None:
             connections[self.alias] = before
         else:
-            try:
+            with contextlib.suppress(AttributeError):
                 del connections[self.alias]
-            except AttributeError:
-                pass
         with self._lock:
             if len(self._idle) < self.keep:
                 self._idle.append(wrapper)

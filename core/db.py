@@ -1,7 +1,7 @@
 """SQL for the hottest statements, built once from the models' own metadata.
 
 Django's ORM compiles every query on every call: for the confirm's thousand
-rows (bulk_create) and for a payment's two single-row statements that was most
+rows (bulk_create) and for a payment's two single-row statements that is most
 of the CPU spent (docs/benchmark.md, "The cost of a click"). The few statements on those
 paths are written here as SQL text over the model's table and column names,
 with the same value conventions as the ORM (aware datetimes stored as naive
@@ -9,8 +9,8 @@ UTC, USE_TZ); everything else keeps using the ORM.
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone as dt_timezone
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 
 from django.db import connection, models
 
@@ -20,14 +20,14 @@ def _db_value(v):
     # As text: the driver formats a str far faster than a datetime.
     if isinstance(v, datetime):
         if v.tzinfo is not None:
-            v = v.astimezone(dt_timezone.utc).replace(tzinfo=None)
+            v = v.astimezone(UTC).replace(tzinfo=None)
         return v.isoformat(" ", "microseconds")
     return v
 
 
 def _py_value(v):
     if isinstance(v, datetime) and v.tzinfo is None:
-        return v.replace(tzinfo=dt_timezone.utc)
+        return v.replace(tzinfo=UTC)
     return v
 
 

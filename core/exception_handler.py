@@ -43,7 +43,7 @@ def error_response(exc: Exception) -> tuple[int, dict, dict[str, str]]:
         # the thousand (sold out, limit), as a warning for a store being down.
         logger.log(logging.WARNING if exc.http_status >= 500 else logging.DEBUG, "%s %s: %s %s",
                    exc.http_status, exc.code, exc.detail, exc.data or "")
-        headers = {} if exc.retry_after is None else {"Retry-After": "%d" % exc.retry_after}
+        headers = {} if exc.retry_after is None else {"Retry-After": str(int(exc.retry_after))}
         return exc.http_status, {"code": exc.code, "detail": exc.detail, **exc.extra()}, headers
     if isinstance(exc, Http404):
         return 404, {"code": "not_found", "detail": "Not found."}, {}
@@ -51,7 +51,7 @@ def error_response(exc: Exception) -> tuple[int, dict, dict[str, str]]:
         code = next((c for cls, c in DRF_CODES.items() if isinstance(exc, cls)), "error")
         headers = {}
         if getattr(exc, "wait", None):
-            headers["Retry-After"] = "%d" % exc.wait
+            headers["Retry-After"] = str(int(exc.wait))
         if isinstance(exc, (exceptions.NotAuthenticated, exceptions.AuthenticationFailed)):
             headers["WWW-Authenticate"] = "Token"
             return 401, {"code": code, "detail": str(exc.detail)}, headers

@@ -27,9 +27,9 @@ import dataclasses
 import enum
 import operator
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 from core.redis.calls import Call
 from core.redis.scripts import Scripts
@@ -78,7 +78,7 @@ def count_of(name: str) -> CountOf:
 
 Arg = str | Many | CountOf
 _IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
-_declared: dict[Path, dict[str, "Layout"]] = {}
+_declared: dict[Path, dict[str, Layout]] = {}
 
 
 def _name(item: Arg) -> str:

@@ -13,14 +13,14 @@ UTF-16), a lone surrogate escape (valid JSON text, but no Unicode string).
 The scan is linear, and runs in C: a few passes of bytes methods (replace,
 split, translate, find) and of regular expressions that never step back,
 never a Python loop over the bytes nor a pattern that can restart from every
-quote (the scan before issue 26 did: a 16 kB body of escaped quotes held the
-process for seconds). What it costs on the worst bodies we could build, each
+quote (quadratic in the quotes of a body, with the GIL held all along). What
+it costs on the worst bodies we could build, each
 against a benign body of its size, is printed by `python -m benchmarks.parser`
 and bounded by core/tests/test_parsers.py.
 
 A small body with few brackets (every purchase and payment body) is not
-scanned at all: its numbers are checked one by one as json reads them, and it
-costs what it did before the scan.
+scanned at all: its numbers are checked one by one as json reads them, so it
+costs the parse alone.
 """
 from __future__ import annotations
 

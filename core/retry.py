@@ -8,14 +8,15 @@ callers split such a batch and set the bad part aside instead.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,8 +82,6 @@ def until_done(fn: Callable[[], T], *, attempts: int | None = None, idle: Callab
 
 
 def _drop_mysql_connection() -> None:
-    try:
+    with contextlib.suppress(Exception):  # already broken: forget it
         connection.close()
-    except Exception:  # already broken: forget it
-        pass
     close_old_connections()

@@ -11,14 +11,14 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy
-
-from inventory.domain import validate_sku_id
-from inventory.redis import live as redis_live
-from inventory.services import skus, snapshots, stock
-from core.errors import DomainError
-from inventory.models import DeadLetter, InventoryLog, OutboxMessage, ReservationDecision, Sku
 from import_export.admin import ImportMixin
+
+from core.errors import DomainError
+from inventory.domain import validate_sku_id
+from inventory.models import DeadLetter, InventoryLog, OutboxMessage, ReservationDecision, Sku
+from inventory.redis import live as redis_live
 from inventory.resources import InventoryLogResource, SkuExportResource, SkuImportResource, ViewerExportMixin
+from inventory.services import skus, snapshots, stock
 
 MOVE_STOCK = "inventory.move_stock"
 BUCKETS = ("total_stock", "available_stock", "frozen_stock", "locked_stock", "sold_stock")

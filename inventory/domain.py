@@ -61,7 +61,7 @@ class Reservation:
     unit_price: str = ""
 
     @classmethod
-    def from_entry(cls, sku_id: str, order_id: str | bytes, entry: str | bytes) -> "Reservation":
+    def from_entry(cls, sku_id: str, order_id: str | bytes, entry: str | bytes) -> Reservation:
         fields = text(entry)
         if fields.startswith(_INFLIGHT_V2):
             user, qty, ms, epoch, price, key = fields[len(_INFLIGHT_V2):].split("|", 5)

@@ -11,6 +11,9 @@ from django_celery_beat.models import PeriodicTask
 from inventory.messages import broker_probe
 from inventory.redis import liveness
 
+# The parts every answer names, in this order: the API's declaration, the
+# command's --part and the probes all take them from here.
+HEALTH_PARTS = ("mysql", "redis", "broker", "worker", "beat")
 HEALTH_CACHE_SECONDS = 1.0
 WORKER_SEEN_WITHIN_SECONDS = 5.0
 _health_cache: dict[str, tuple[float, dict]] = {}
@@ -57,8 +60,8 @@ def sweep_late(*, now_ms: float, every_ms: float, ran: int | None, held: int | N
     - its last run, when it ran since beat began holding it in its schedule;
     - otherwise (never ran, or not since it was enabled again) the later of
       the start of the running beat and the moment beat began holding it: it
-      cannot have run before either. Measuring a new sweep from nothing made
-      every sweep late until its first interval had passed after a fresh start.
+      cannot have run before either. Measured from nothing, every sweep would
+      read late after a fresh start until its first interval had passed.
 
     With none of these records (beat never started, or Redis lost them and
     beat has not written them again yet) it is late: nothing shows beat alive."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import F, Func, Q, Value
-from django.db.models.functions import LPad, Lower
+from django.db.models.functions import Lower, LPad
 from django.utils.translation import gettext_lazy as _
 
 from inventory.domain import validate_sku_id
@@ -150,8 +150,9 @@ class ReservationDecision(models.Model):
         RETURNED = "returned", _("Refused, its unit returned to sale (closed, key, limit)")
         UNDONE = "undone", _("Undone by its request, or its replay refused")
 
-    # The words rows kept before issue 27 (renamed by migration 0015; a row an
-    # older process writes during an upgrade still reads as its outcome).
+    # The words of an older release: a process of that release still writes them
+    # during an upgrade (migration 0015 renamed the stored ones), and such a row
+    # reads as its outcome.
     LEGACY_OUTCOMES = {"refused": "dropped", "failed": "returned", "released": "undone"}
 
     # Binary collation, as the order ids everywhere: an exact, opaque string.

@@ -229,9 +229,9 @@ class ExportTooLarge(ValueError):
 
 
 def export_max_rows() -> int:
-    # Measured on 2 busy cores: 20,000 rows take 5-6 s as CSV and 10-14 s as XLSX
-    # of one worker thread (and of its process's GIL, which the buying threads
-    # share); the default 10,000 stays near half that.
+    # An export holds one worker thread, and its process's GIL, which the buying
+    # threads share, for seconds per ten thousand rows (XLSX about twice CSV;
+    # docs/operations.md, "The ops console"): the default keeps that short.
     return settings.SECKILL_EXPORT_MAX_ROWS
 
 

@@ -10,10 +10,9 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from core import db
-from inventory.domain import sku_id_valid
-from inventory.redis import gate, live as redis_live, snapshots as redis_snapshots
-from inventory.domain import price_text
+from inventory.domain import price_text, sku_id_valid
 from inventory.models import GIVE_OPERATIONS, InventoryLog, OutboxMessage, ReservationDecision, Sku
+from inventory.redis import gate, live as redis_live, snapshots as redis_snapshots
 
 # Ended SKUs are still swept this long after they ended, while reservations
 # of theirs are in flight.

@@ -7,7 +7,8 @@ find a sweep that stopped running (inventory.health.sweep_late)."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from celery import shared_task
 

@@ -34,10 +34,10 @@ def stock_gives_task(body: dict, signature: str) -> dict:
 
 @shared_task(name=GIVE_TASK, acks_late=True, reject_on_worker_lost=True)
 def stock_give_task(payload: dict, signature: str) -> str:
-    """Old messages only: nothing sends one give per message any more, but a
-    task queue kept across an upgrade from a release that did may still hold
-    some, and without a consumer they would wait in the dead letters for ops.
-    Each is applied as a batch of one; returns that give's outcome."""
+    """Old messages only: nothing sends one give per message, but a task queue
+    kept across an upgrade from an older release may hold some, and without a
+    consumer they would wait in the dead letters for ops. Each is applied as a
+    batch of one; returns that give's outcome."""
     try:
         give = signing.verify(payload, signature)
     except signing.BadSignature as exc:

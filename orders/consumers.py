@@ -20,6 +20,7 @@ step); SECKILL_CONFIRM_CONSUMER=0 leaves it out.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -32,8 +33,8 @@ from django.db import close_old_connections
 from kombu import Consumer
 
 from core.broker import broker_connect, broker_connection, broker_host
-from core.retry import until_done
 from core.redis.errors import RedisError
+from core.retry import until_done
 from inventory.messages import encoding, names, publisher, queues
 from inventory.redis import liveness, snapshots as redis_snapshots
 from inventory.services.dead_letters import dead_letter_record
@@ -121,14 +122,14 @@ class ConfirmConsumer(threading.Thread):
                 self._send_fences()
                 try:
                     conn.drain_events(timeout=POLL_S)
-                except socket.timeout:
+                except TimeoutError:
                     conn.heartbeat_check()
                     continue
                 first = time.monotonic()
                 while len(buffer) < batch_size:
                     try:
                         conn.drain_events(timeout=max(0.0, first + linger - time.monotonic()))
-                    except socket.timeout:
+                    except TimeoutError:
                         break
                 if buffer:
                     self._handle(buffer, idle)
@@ -188,11 +189,9 @@ class ConfirmConsumer(threading.Thread):
         if now - self._last_beat < BEAT_EVERY_S:
             return
         self._last_beat = now
-        try:
+        with contextlib.suppress(RedisError):  # health will say Redis is down
             liveness.consumer_beat(identity=self.identity, consuming=self.consuming.is_set(),
                                    partition=self.partition)
-        except RedisError:
-            pass  # health will say Redis is down
 
 
 def _is_connection_error(exc: BaseException) -> bool:

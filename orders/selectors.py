@@ -5,7 +5,7 @@ import dataclasses
 import functools
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -14,8 +14,8 @@ from django.utils import timezone
 
 from accounts import token_cache
 from core import db
-from inventory.domain import Reservation, price_of
 from inventory import selectors as inventory_selectors
+from inventory.domain import Reservation, price_of
 from inventory.redis import gate
 from inventory.services.snapshots import Holdings
 from orders.models import Order
@@ -40,14 +40,14 @@ class OrderView:
     currency: str = ""
 
     @classmethod
-    def of(cls, o: Order) -> "OrderView":
+    def of(cls, o: Order) -> OrderView:
         return cls(*(getattr(o, name) for name in VIEW_FIELDS))
 
     @classmethod
-    def processing(cls, r: Reservation) -> "OrderView":
+    def processing(cls, r: Reservation) -> OrderView:
         price = price_of(r.unit_price)
         return cls(order_id=r.order_id, sku_id=r.sku_id, quantity=r.quantity, status=Order.Status.PROCESSING,
-                   created_at=datetime.fromtimestamp(r.reserved_ms / 1000, tz=dt_timezone.utc), expires_at=None,
+                   created_at=datetime.fromtimestamp(r.reserved_ms / 1000, tz=UTC), expires_at=None,
                    amount=None if price is None else price * r.quantity, currency=settings.SECKILL_CURRENCY)
 
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 from inventory.sweeps import sweep_task
 from orders.services import life
 
-
 ORDERS_EXPIRE_TASK = "orders.tasks.orders_expire_task"  # beat's name for it (reconciliation.schedule)
 
 

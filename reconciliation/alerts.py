@@ -18,8 +18,8 @@ import json
 import logging
 import urllib.error
 import urllib.request
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Iterable
 
 from django.conf import settings
 from django.core.mail import mail_admins

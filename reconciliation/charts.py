@@ -9,9 +9,9 @@ Shanghai times.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
-from typing import Callable
 
 # Candidate tick steps, in seconds: the smallest one giving at most `target`
 # ticks is used, so labels never crowd.

@@ -16,8 +16,13 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from accounts.retention import login_records_purge
-from inventory.services.retention import (RETENTION_CAP, RETENTION_CHUNK, dead_letters_resolved,
-                                          inventory_retention_sweep, rows_delete_chunked)
+from inventory.services.retention import (
+    RETENTION_CAP,
+    RETENTION_CHUNK,
+    dead_letters_resolved,
+    inventory_retention_sweep,
+    rows_delete_chunked,
+)
 from reconciliation.alerts import ALERT_KINDS, LOOKBACK
 from reconciliation.models import Alert, Finding, ReconciliationRun, SkuReconciliation
 

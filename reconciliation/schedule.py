@@ -17,8 +17,8 @@ PERIODIC_TASKS = (
      "SECKILL_ORPHAN_SWEEP_SECONDS"),
     ("seckill: expire unpaid orders", orders_tasks.ORDERS_EXPIRE_TASK, "SECKILL_EXPIRY_SWEEP_SECONDS"),
     ("seckill: relay unsent outbox messages", inventory_tasks.OUTBOX_RELAY_TASK, "SECKILL_OUTBOX_SWEEP_SECONDS"),
-    # Done by the outbox relay before issue 18, hence its interval; an
-    # existing install gets this row at its next `migrate`.
+    # The outbox interval paces this sweep too (docs/configuration.md, "Variables");
+    # an existing install gets this row at its next `migrate`.
     ("seckill: cancel unfinished freezes", inventory_tasks.FREEZES_RESOLVE_TASK, "SECKILL_OUTBOX_SWEEP_SECONDS"),
     ("seckill: reconcile Redis and MySQL", reconciliation_tasks.RECONCILE_TASK, "SECKILL_RECONCILE_SECONDS"),
     ("seckill: collect dead letters", inventory_tasks.DEAD_LETTERS_COLLECT_TASK, "SECKILL_DEAD_LETTER_SWEEP_SECONDS"),

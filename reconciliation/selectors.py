@@ -8,8 +8,8 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from inventory.redis import live as redis_live, snapshots as redis_snapshots
 from inventory.models import Sku
+from inventory.redis import live as redis_live, snapshots as redis_snapshots
 from orders.models import Order, PaymentRefund
 from reconciliation import charts
 from reconciliation.models import Finding, ReconciliationRun, SkuReconciliation
@@ -90,8 +90,8 @@ def metrics_lines() -> list[str]:
         f"seckill_payment_refunds_open {PaymentRefund.objects.filter(status=PaymentRefund.Status.TO_REFUND).count()}",
         "# HELP seckill_reconciliation_last_run_seconds Age of the latest finished run.",
         "# TYPE seckill_reconciliation_last_run_seconds gauge",
-        f"seckill_reconciliation_last_run_seconds "
-        f"{(timezone.now() - latest.finished_at).total_seconds() if latest else -1:.0f}",
+        (f"seckill_reconciliation_last_run_seconds "
+         f"{(timezone.now() - latest.finished_at).total_seconds() if latest else -1:.0f}"),
         "# HELP seckill_sku_drift Redis available minus what MySQL implies, per SKU, at the latest run.",
         "# TYPE seckill_sku_drift gauge",
     ]

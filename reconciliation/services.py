@@ -13,7 +13,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.redis.errors import RedisError
-
 from inventory import selectors as inventory_selectors
 from inventory.messages import publisher
 from inventory.models import ReservationDecision, Sku
@@ -296,7 +295,7 @@ def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Fi
              SkuReconciliation.State.OK if second and second.drift == 0 else SkuReconciliation.State.DRIFT)
         return []
     d = min(abs(first.drift), abs(second.drift))
-    values = dict(redis_value=second.redis_available, mysql_value=second.sku.available_stock)
+    values = {"redis_value": second.redis_available, "mysql_value": second.sku.available_stock}
     why = (f"redis {second.redis_available}, mysql available {second.sku.available_stock}, "
            f"in flight {second.in_flight}, gives not applied {second.gives_unapplied}, "
            f"freezes taken {second.freezes_taken}")

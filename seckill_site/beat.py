@@ -4,7 +4,7 @@ outlive a database that goes away.
 Every so often the upstream scheduler reads the whole schedule from MySQL
 inside `tick()` without catching database errors (its change check catches
 them, the periodic full read does not), and celery beat exits on any error
-from `tick()`: a MariaDB restart at that moment stopped beat for good, and
+from `tick()`: a MariaDB restart at that moment stops beat for good, and
 with it the orphan sweep that finishes reservations whose message was never
 sent (the class of bug of celery/django-celery-beat#158 and celery/celery#3135).
 Here a database error in a tick keeps the schedule beat already has, drops
@@ -20,6 +20,7 @@ from nothing: right after a start, no sweep is late before its intervals pass.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 
@@ -63,9 +64,7 @@ class DatabaseScheduler(UpstreamScheduler):
         except (DatabaseError, InterfaceError) as exc:
             logger.warning("beat: the database is unavailable (%r); keeping the schedule, again in %.0f s",
                            exc, RETRY_S)
-            try:
+            with contextlib.suppress(Exception):  # already broken: Django opens a new one next time
                 connection.close()
-            except Exception:  # already broken: Django opens a new one next time
-                pass
             close_old_connections()
             return RETRY_S

@@ -70,7 +70,8 @@ def connections_check() -> None:
     try:
         allowed = server_max_connections()
     except MySQLdb.Error as exc:
-        print(f"seckill_site: could not ask MariaDB for max_connections ({exc}); this deployment may open "
+        # before logging is configured: said on stderr, as sys.exit says the refusal below
+        print(f"seckill_site: could not ask MariaDB for max_connections ({exc}); this deployment may open "  # noqa: T201
               f"{needed} connections: {how}", file=sys.stderr)
         return
     if needed > allowed:

@@ -4,10 +4,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerView
 
 from core.api import openapi_document, schema_view
-from inventory.api import declarations as inventory_api
-from inventory.api import urls as inventory_urls
-from orders.api import declarations as order_api
-from orders.api import urls as order_urls
+from inventory.api import declarations as inventory_api, urls as inventory_urls
+from orders.api import declarations as order_api, urls as order_urls
 from reconciliation import views as reconciliation_views
 from seckill_site.webserver import API_PREFIX
 

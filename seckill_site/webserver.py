@@ -24,8 +24,8 @@ def _on(name: str) -> bool:
     return (os.environ.get(name) or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-# host:port to listen on (GUNICORN_BIND, its name before the default server
-# changed, is read too; docker-compose.yml's SECKILL_WEB_BIND is the host
+# host:port to listen on (its older name GUNICORN_BIND is read too, for the
+# deployments that set it; docker-compose.yml's SECKILL_WEB_BIND is the host
 # interface it publishes the port on, another thing)
 BIND = os.environ.get("SECKILL_WEB_LISTEN") or os.environ.get("GUNICORN_BIND") or "127.0.0.1:8000"
 WORKERS = _int("WEB_CONCURRENCY", multiprocessing.cpu_count(), 1)

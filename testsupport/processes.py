@@ -2,6 +2,7 @@
 (a Celery worker with the confirm consumer, a web tier) that see its committed rows."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -49,11 +50,8 @@ def _clean_stores():
         # of the confirm stream a test may have used).
         for queue in (settings.CELERY_QUEUE, *queues.confirm_queue_names_all(),
                       settings.CELERY_DEAD_LETTER_QUEUE):
-            try:
+            with contextlib.suppress(Exception):  # not declared yet
                 conn.channel().queue_delete(queue)
-            except Exception:  # not declared yet
-                pass
-    yield
 
 
 @pytest.fixture(autouse=True)
@@ -132,11 +130,11 @@ class Proc:
 
     def start(self) -> Proc:
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.log, "ab")
         from benchmarks.harness.processes import die_with_parent
 
-        self.popen = subprocess.Popen(self.args, env=self.env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
-                                      start_new_session=True, preexec_fn=die_with_parent())
+        with open(self.log, "ab") as fh:  # the child keeps its own copy of the descriptor
+            self.popen = subprocess.Popen(self.args, env=self.env, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT,
+                                          start_new_session=True, preexec_fn=die_with_parent())
         return self
 
     def stop(self, sig: int = 15) -> None:

@@ -103,8 +103,8 @@ def settled(sku_id: str, *, timeout: float = 30.0) -> None:
 
 def assert_balanced(sku_id: str):
     """MySQL buckets add up, and Redis available equals MySQL available."""
-    from inventory.redis import live as redis_live
     from inventory.models import Sku
+    from inventory.redis import live as redis_live
 
     sku = Sku.objects.get(pk=sku_id)
     assert sku.total_stock == sku.available_stock + sku.frozen_stock + sku.locked_stock + sku.sold_stock

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
-from testsupport.factories import unique
 from core.client import parse_trusted_proxies
+from testsupport.factories import unique
 
 
 def test_repeated_failed_admin_logins_lock_the_account_out(live_db, settings):

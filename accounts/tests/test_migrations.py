@@ -21,19 +21,19 @@ def _columns() -> dict[tuple[str, str], tuple[str, str]]:
 
 
 def test_token_and_session_keys_are_binary_and_keep_their_primary_keys(live_db):
-    assert _columns() == {col: ("utf8mb4_bin", "PRI") for col in COLUMNS}
+    assert _columns() == dict.fromkeys(COLUMNS, ("utf8mb4_bin", "PRI"))
 
 
 def test_the_migration_reverses_and_a_case_variant_is_refused_either_way(live_db, api, make_buyers):
     (_, token), = make_buyers(1)
     call_command("migrate", "accounts", "zero", verbosity=0)
     try:
-        assert {v for v in _columns().values()} == {("utf8mb4_unicode_ci", "PRI")}
+        assert set(_columns().values()) == {("utf8mb4_unicode_ci", "PRI")}
         # The column folds case again; the code still compares exactly.
         assert api(token.upper()).get("/api/v1/orders", REMOTE_ADDR="192.0.2.77").status_code == 401
     finally:
         call_command("migrate", "accounts", verbosity=0)
-    assert _columns() == {col: ("utf8mb4_bin", "PRI") for col in COLUMNS}
+    assert _columns() == dict.fromkeys(COLUMNS, ("utf8mb4_bin", "PRI"))
     assert api(token).get("/api/v1/orders").status_code == 200
 
 

@@ -16,9 +16,9 @@ def node_shares(sale_skus: list[tuple[str, int, set[str]]], selling: set[str], m
     script (the token's authorize and key claim too) and of every client of
     that node, so it cannot tell the reserves apart. Then each node's CPU per
     selling click (the masters', and their replicas' together)."""
-    reserves = {m: 0 for m in masters}
-    in_selling = {m: 0 for m in masters}
-    skus = {m: 0 for m in masters}
+    reserves = dict.fromkeys(masters, 0)
+    in_selling = dict.fromkeys(masters, 0)
+    skus = dict.fromkeys(masters, 0)
     for sku_id, _, accepted in sale_skus:
         node = stores.master_of(sku_id)
         if node not in reserves:

@@ -33,11 +33,11 @@ def describe(args: argparse.Namespace) -> str:
     lines = [
         "bash scripts/bench would run, with these options (--plan: nothing started):",
         f"  stores      database {DB_NAME}, {redis}, queue {QUEUE}",
-        f"  servers     the site under {args.server} ({args.web_workers} processes), the floor under {args.server}, "
-        "the gunicorn floor (2 x 8), one worker, beat",
+        (f"  servers     the site under {args.server} ({args.web_workers} processes), the floor under {args.server}, "
+         "the gunicorn floor (2 x 8), one worker, beat"),
         f"  [0]         the load generator per phase, by measurement: {', '.join(PHASES[:2] + PHASES[3:5])}",
-        f"  [1]         {sizes.rounds} interleaved rounds of {sizes.seconds:.0f} s phases at {sizes.concurrency} "
-        f"connections: {', '.join(PHASES)}",
+        (f"  [1]         {sizes.rounds} interleaved rounds of {sizes.seconds:.0f} s phases at {sizes.concurrency} "
+         f"connections: {', '.join(PHASES)}"),
     ]
     if "whole" not in sizes.skip:
         lines.append(f"  [2]         the whole sale: {sizes.whole_stock} units, demand "

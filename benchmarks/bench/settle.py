@@ -66,8 +66,8 @@ def settle_life(sku_ids: list[str], timeout: float = 120) -> bool:
 
 
 def wait_quiet(sku_ids: list[str], timeout: float) -> bool:
-    from inventory.redis import gate
     from inventory.models import InventoryLog, OutboxMessage
+    from inventory.redis import gate
     from orders.selectors import moves_pending
 
     deadline = time.monotonic() + timeout
@@ -87,8 +87,8 @@ def check_sku(sku_id: str, stock: int, accepted, *, gate: bool) -> dict:
     match the orders, Redis equals MySQL, no accepted order lost, none extra.
     `accepted`: the order ids of its 202s (a set, or a Phase's order -> SKU dict)."""
     accepted = set(accepted)
-    from inventory.redis import live as redis_live
     from inventory.models import InventoryLog, Sku
+    from inventory.redis import live as redis_live
     from orders.models import Order
 
     sku = Sku.objects.get(pk=sku_id)

@@ -52,3 +52,4 @@ def heal_after(ctx: Context, timeout: float = 90) -> str:
         if not standing:
             return ""
         time.sleep(0.2)
+    return f"fences still standing after {timeout:.0f} s: {', '.join(sorted(standing))[:120]}"

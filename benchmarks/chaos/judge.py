@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import UTC
 
 from benchmarks.chaos.context import Context
 from benchmarks.chaos.pause import answer_of
 from benchmarks.chaos.report import Row
 from benchmarks.chaos.sale import Sale
+
 
 @dataclass
 class Balance:
@@ -36,11 +38,11 @@ class Balance:
 
 def balance(sku_id: str, stock: int, accepted: set[str]) -> Balance:
     """Every unit and order of a SKU in both stores."""
-    from inventory.redis import live as redis_live
-    from inventory.models import Sku
-    from orders.models import Order
-
     from django.db.models import Sum
+
+    from inventory.models import Sku
+    from inventory.redis import live as redis_live
+    from orders.models import Order
 
     sku = Sku.objects.get(pk=sku_id)
     rows = dict(Order.objects.filter(sku_id=sku_id).values_list("order_id", "status"))
@@ -67,7 +69,7 @@ def confirm_gap(skus: list[str], moments: list[float]) -> float | None:
     """Seconds from each fault to the first confirm of an order created after
     it (an order MySQL has as confirmed: confirmed_at set), the longest of the
     run's faults; None when no order was created after any of them."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from django.db.models import Min
 
@@ -75,7 +77,7 @@ def confirm_gap(skus: list[str], moments: list[float]) -> float | None:
 
     gaps = []
     for moment in moments:
-        at = datetime.fromtimestamp(moment, tz=timezone.utc)
+        at = datetime.fromtimestamp(moment, tz=UTC)
         first = Order.objects.filter(sku_id__in=skus, created_at__gt=at, confirmed_at__isnull=False).aggregate(
             t=Min("confirmed_at"))["t"]
         if first is not None:

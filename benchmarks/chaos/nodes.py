@@ -10,7 +10,7 @@ import re
 import signal
 import subprocess
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import redis
 

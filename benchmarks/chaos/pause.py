@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import random
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from benchmarks import loadgen
 from benchmarks.chaos.context import Context, clock

@@ -4,8 +4,8 @@ column and key means; keys are only ever added)."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from benchmarks.chaos.plan import CLUSTER_FAULTS, HOST_FAULTS
 

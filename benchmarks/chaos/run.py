@@ -18,8 +18,7 @@ from benchmarks.chaos.stack import Stack
 
 
 def _context(stack: Stack, cluster: RedisNodes | None, stock: int, run_index: int) -> Context:
-    from redis.crc import key_slot
-
+    from core.adapters.redis_py import key_slot
     from inventory.redis.keys import sku_keys
 
     skus, aimed = sale_skus(cluster, stock, run_index)

@@ -41,8 +41,7 @@ def sale_skus(cluster: RedisNodes | None, stock: int, run_index: int) -> tuple[l
     (the run's turn) and one on each other master."""
     if cluster is None:
         return [stores.new_sku(stock, limit=4, prefix="CHAOS")], 1
-    from redis.crc import key_slot
-
+    from core.adapters.redis_py import key_slot
     from inventory.redis.keys import sku_keys
 
     layout = cluster.layout()

@@ -3,6 +3,7 @@ files, and the one way their nodes are stopped. Standard library only: the
 scripts run it before the virtualenv exists."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -13,8 +14,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_DIR = ROOT / "var" / "cluster"
@@ -154,20 +155,16 @@ def stop_all(pids: list[int], *, grace_s: float, what: str, nodes: str, say: Log
         return
     for sig in (signal.SIGTERM, signal.SIGCONT):
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(alive(pid) for pid in pids):
         time.sleep(0.1)
     for pid in pids:
         if alive(pid):
             say(f"{what} {pid} ignored SIGTERM for {grace_s:.0f} s: SIGKILL")
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
     say(f"stopped {len(pids)} {nodes} node(s)")
 
 
@@ -178,7 +175,7 @@ def in_parallel(*calls: Callable[[], object]) -> list[BaseException | None]:
     def run(i: int) -> None:
         try:
             calls[i]()
-        except BaseException as exc:  # noqa: BLE001  (handed back to the caller, who decides)
+        except BaseException as exc:  # handed back to the caller, who decides
             errors[i] = exc
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]

@@ -22,9 +22,23 @@ import subprocess
 import time
 from pathlib import Path
 
-from benchmarks.clusters.nodes import (CLUSTER_DIR, HOST, ClusterError, Log, alnum_secret, apt_install, in_parallel,
-                                       log, made_once, pid_file, port_open, proc_text, stop_all, wait_port,
-                                       write_private)
+from benchmarks.clusters.nodes import (
+    CLUSTER_DIR,
+    HOST,
+    ClusterError,
+    Log,
+    alnum_secret,
+    apt_install,
+    in_parallel,
+    log,
+    made_once,
+    pid_file,
+    port_open,
+    proc_text,
+    stop_all,
+    wait_port,
+    write_private,
+)
 
 DEFAULT_BASE = 5681
 NODES = 3

@@ -14,9 +14,24 @@ import subprocess
 import time
 from pathlib import Path
 
-from benchmarks.clusters.nodes import (CLUSTER_DIR, HOST, ClusterError, Log, apt_install, hex_secret, installed, log,
-                                       made_once, pid_file, port_open, proc_text, stop_all, stopped, wait_port,
-                                       write_private)
+from benchmarks.clusters.nodes import (
+    CLUSTER_DIR,
+    HOST,
+    ClusterError,
+    Log,
+    apt_install,
+    hex_secret,
+    installed,
+    log,
+    made_once,
+    pid_file,
+    port_open,
+    proc_text,
+    stop_all,
+    stopped,
+    wait_port,
+    write_private,
+)
 
 DEFAULT_BASE = 7000
 NODES = 9

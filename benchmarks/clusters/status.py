@@ -57,7 +57,7 @@ def redis_status(cluster: RedisCluster) -> tuple[bool, str]:
             running += 1
             fields = cluster.myself(port)
             if not fields:
-                rows.append("%-6s %-8s %-8s %-22s %-6s" % (port, pid, "running", "(not answering)", "-"))
+                rows.append(REDIS_ROW % (port, pid, "running", "(not answering)", "-", ""))
                 continue
             state = cluster.info(port, "cluster").get("cluster_state") or "-"
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from benchmarks.harness.processes import STARTED
 
@@ -18,7 +19,7 @@ def proc_table() -> dict[int, tuple[int, str, float]]:
     table = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            raw = open(f"/proc/{pid}/stat").read()
+            raw = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
         name, rest = raw[raw.index("(") + 1:raw.rindex(")")], raw.rsplit(")", 1)[1].split()
@@ -52,11 +53,12 @@ _redis_pids = _RedisPids()
 def _redis_ports() -> set[int]:
     """The ports of the Redis this run uses: the one server of REDIS_URL, or
     every node of the cluster (replicas too: replication is part of the cost)."""
+    from core.adapters.redis_py import connection_settings
     from core.redis.connection import clustered, redis
 
     if clustered():
         return {node.port for node in redis().get_nodes()}
-    return {int(redis().connection_pool.connection_kwargs.get("port", 6379))}
+    return {int(connection_settings(redis()).get("port", 6379))}
 
 
 def _our_redis(table: dict[int, tuple[int, str, float]]) -> dict[int, int] | None:
@@ -70,14 +72,14 @@ def _our_redis(table: dict[int, tuple[int, str, float]]) -> dict[int, int] | Non
     try:
         if _redis_pids.ports is None:
             _redis_pids.ports = _redis_ports()
-    except Exception:  # noqa: BLE001  (Django not set up yet, a Redis not answering: count them all)
+    except Exception:  # Django not set up yet, a Redis not answering: count them all
         return None
     found = {}
     for pid, (_, name, _) in table.items():
         if name != "redis-server":
             continue
         try:
-            title = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
         port = title.split()[1].rpartition(":")[2] if len(title.split()) > 1 else ""
@@ -111,7 +113,7 @@ def _listening_inodes(ports: set[int]) -> set[str]:
     found = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
-            lines = open(table).read().splitlines()[1:]
+            lines = Path(table).read_text().splitlines()[1:]
         except OSError:
             continue
         for line in lines:
@@ -132,7 +134,7 @@ def _our_broker(table: dict[int, tuple[int, str, float]]) -> set[int] | None:
     try:
         if _broker_pids.ports is None:
             _broker_pids.ports = _broker_ports()
-    except Exception:  # noqa: BLE001  (Django not set up yet: count them all)
+    except Exception:  # Django not set up yet: count them all
         return None
     inodes = {f"socket:[{i}]" for i in _listening_inodes(_broker_pids.ports)}
     found = set()
@@ -172,7 +174,7 @@ def cpu_seconds() -> CpuSample:
     from benchmarks import loadgen
 
     table = proc_table()
-    out = CpuSample({"web": 0.0, "worker": 0.0, **{g: 0.0 for g in SYSTEM_GROUPS.values()}})
+    out = CpuSample({"web": 0.0, "worker": 0.0, **dict.fromkeys(SYSTEM_GROUPS.values(), 0.0)})
     out.pids = {}
     mine: set[int] = set()
     for server in STARTED:

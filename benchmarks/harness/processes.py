@@ -32,7 +32,7 @@ def die_with_parent():
 
 # Every server this run started, for the CPU accounting: it finds them by pid,
 # whatever program they run.
-STARTED: list["Server"] = []
+STARTED: list[Server] = []
 
 
 class Server:
@@ -45,10 +45,10 @@ class Server:
         STARTED.append(self)
         self.start()
 
-    def start(self) -> "Server":
-        self.log = open(ROOT / "var" / self.log_name, "ab")
-        self.p = subprocess.Popen(self.args, env=self.env, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT,
-                                  start_new_session=True, preexec_fn=die_with_parent())
+    def start(self) -> Server:
+        with open(ROOT / "var" / self.log_name, "ab") as log:  # the child keeps its own copy of the descriptor
+            self.p = subprocess.Popen(self.args, env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                      start_new_session=True, preexec_fn=die_with_parent())
         return self
 
     @property

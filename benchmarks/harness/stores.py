@@ -4,6 +4,7 @@ queue; made fresh at the start. Buyers and SKUs, placed on the masters of a
 cluster. Call `configure` before anything imports Django."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
@@ -72,16 +73,13 @@ def fresh_stores() -> None:
 
     call_command("migrate", verbosity=0)
     redis_fresh()
-    from seckill_site.celery import app
-
     from inventory.messages.queues import confirm_queue_names_all
+    from seckill_site.celery import app
 
     with app.connection_for_write() as c:
         for q in (settings.CELERY_QUEUE, *confirm_queue_names_all(), settings.CELERY_DEAD_LETTER_QUEUE):
-            try:
+            with contextlib.suppress(Exception):
                 c.channel().queue_delete(q)
-            except Exception:
-                pass
 
 
 def redis_fresh() -> None:

@@ -13,10 +13,34 @@ Rooms: `values` (what a field may hold, parameters, bodies), `answers` (an
 answer and the shared ones), `operations` (an operation, the schema, routes).
 """
 from core.api.answers import (  # noqa: F401
-    AUTH_ANSWERS, BODY_ANSWERS, ERROR_FIELDS, INVALID, MAYBE_MOMENT, MOMENT, PAGE, RETRY_AFTER, THROTTLED,
-    TOO_LARGE, UNAUTHENTICATED, UNAVAILABLE, UNSUPPORTED, Answer, merge_answers, page_checked, refusal, throttled,
+    AUTH_ANSWERS,
+    BODY_ANSWERS,
+    ERROR_FIELDS,
+    INVALID,
+    MAYBE_MOMENT,
+    MOMENT,
+    PAGE,
+    RETRY_AFTER,
+    THROTTLED,
+    TOO_LARGE,
+    UNAUTHENTICATED,
+    UNAVAILABLE,
+    UNSUPPORTED,
+    Answer,
+    merge_answers,
+    page_checked,
+    refusal,
+    throttled,
 )
 from core.api.operations import JsonOnly, Operation, json_response, openapi_document, routes, schema_view  # noqa: F401
 from core.api.values import (  # noqa: F401
-    MONEY_PATTERN, Body, Field, Money, Param, Text, Whole, ascii_pattern, text_pattern,
+    MONEY_PATTERN,
+    Body,
+    Field,
+    Money,
+    Param,
+    Text,
+    Whole,
+    ascii_pattern,
+    text_pattern,
 )

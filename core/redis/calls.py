@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from redis import Redis
 from redis.cluster import RedisCluster
-from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
+from core.adapters.redis_py import Script
 from core.redis.cluster_calls import cluster_evalsha
 from core.redis.connection import redis
 from core.redis.lines import evalsha_on_one

@@ -8,10 +8,11 @@ import logging
 
 from django.conf import settings
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
+from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
+from core.adapters.redis_py import ClusterClient, layout_read
 from core.redis.errors import RedisError, ShardDown
 
 logger = logging.getLogger(__name__)
@@ -26,27 +27,11 @@ CLUSTER_CONNECT_TIMEOUT_S = 0.5
 CLUSTER_RETRIES = 3
 
 
-class _Pipeline(ClusterPipeline):
-    def execute(self, raise_on_error: bool = True):
-        try:
-            return super().execute(raise_on_error)
-        except RedisClusterException as exc:
-            raise ShardDown(str(exc)) from exc
-
-
-class _ClusterClient(RedisCluster):
+class _ClusterClient(ClusterClient):
     """RedisCluster whose every failure is a RedisError, as one Redis's are."""
 
-    def execute_command(self, *args, **kwargs):
-        try:
-            return super().execute_command(*args, **kwargs)
-        except RedisClusterException as exc:
-            raise ShardDown(str(exc)) from exc
-
-    def pipeline(self, transaction=None, shard_hint=None):
-        pipe = super().pipeline(transaction, shard_hint)
-        pipe.__class__ = _Pipeline
-        return pipe
+    def failure(self, exc: RedisClusterException) -> Exception:
+        return ShardDown(str(exc))
 
 
 def cluster_client(nodes: list[tuple[str, int]]) -> RedisCluster:
@@ -65,8 +50,6 @@ def layout_again(client: RedisCluster, failed: list[str]) -> None:
     replica is promoted within seconds, and a layout left as it was would send
     every later call of its slots into the same timeout until it woke up."""
     try:
-        for name in failed:
-            client.nodes_manager.move_node_to_end_of_cached_nodes(name)
-        client.nodes_manager.initialize(last_failed_node_name=failed[-1] if failed else None)
+        layout_read(client, failed)
     except (RedisError, RedisClusterException) as exc:  # no node answers: the next call tries again
         logger.info("cluster layout not read again yet: %r", exc)

@@ -7,11 +7,18 @@ import time
 from typing import NoReturn
 
 from redis.cluster import RedisCluster
-from redis.exceptions import AskError, ClusterDownError, MovedError, RedisClusterException, TryAgainError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ConnectionError as RedisConnectionError,
+    MovedError,
+    RedisClusterException,
+    ResponseError,
+    TimeoutError as RedisTimeoutError,
+    TryAgainError,
+)
 
+from core.adapters.redis_py import commands_send, connection_drop, reply_read
 from core.redis.cluster import layout_again
 from core.redis.errors import ClusterCallError, NotSent, NotSentTimeout, RedisError, ShardDown
 from core.redis.instance import shard_served_by
@@ -112,7 +119,7 @@ class _Attempt:
                 self.failed.append(node.name)
                 continue
             try:
-                conn.send_packed_command(conn.pack_commands([self.commands[i] for i in idx]))
+                commands_send(conn, [self.commands[i] for i in idx])
             except BaseException as exc:  # part of it may be on its way
                 self._broke(conn, node.name, exc)
                 continue
@@ -124,7 +131,7 @@ class _Attempt:
             try:
                 for i in idx:
                     try:
-                        self.replies[i] = conn.read_response()
+                        self.replies[i] = reply_read(conn)
                     except ResponseError as exc:
                         self.replies[i] = exc
             except BaseException as exc:
@@ -133,7 +140,7 @@ class _Attempt:
             stack.append(conn)
 
     def _broke(self, conn, name: str, exc: BaseException) -> None:
-        conn.disconnect()  # a reply half read is never taken for the next call
+        connection_drop(conn)  # a reply half read is never taken for the next call
         self.broken = self.broken or exc
         self.failed.append(name)
 

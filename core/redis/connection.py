@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import os
 import threading
-from functools import lru_cache
+from functools import cache
 
 from django.conf import settings
 from django_redis import get_redis_connection
 from redis import Connection, ConnectionPool, Redis
 from redis.cluster import RedisCluster
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import (
+    ConnectionError as RedisConnectionError,
+    RedisClusterException,
+    TimeoutError as RedisTimeoutError,
+)
 
+from core.adapters.redis_py import ConnectFailure, connection_settings
 from core.redis.cluster import cluster_client
 from core.redis.errors import NotSent, NotSentTimeout, ShardDown
 
@@ -66,26 +69,23 @@ def script_scope(client: Redis) -> str:
     (named in every script's text, so each meets its own NOSCRIPT)."""
     if clustered():
         return "cluster"
-    return f"database {client.connection_pool.connection_kwargs.get('db', 0)}"
+    return f"database {connection_settings(client).get('db', 0)}"
 
 
-class _NotSentOnConnect:
+class _NotSentOnConnect(ConnectFailure):
     """Mixed into a redis-py connection class: connect() failing raises
     NotSent. A failure of a kind of its own (an authentication refused, a
     server still loading) keeps its type, which says more."""
 
-    def connect(self) -> None:
-        try:
-            super().connect()
-        except RedisTimeoutError as exc:
-            raise NotSentTimeout(*exc.args) from exc
-        except RedisConnectionError as exc:
-            if type(exc) is not RedisConnectionError:
-                raise
-            raise NotSent(*exc.args) from exc
+    def connect_failed(self, exc: Exception) -> Exception | None:
+        if isinstance(exc, RedisTimeoutError):
+            return NotSentTimeout(*exc.args)
+        if type(exc) is RedisConnectionError:
+            return NotSent(*exc.args)
+        return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def not_sent_on_connect(connection_class: type) -> type:
     """`connection_class` whose failed connect raises NotSent (itself if it does already)."""
     if issubclass(connection_class, _NotSentOnConnect):

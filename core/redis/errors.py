@@ -10,9 +10,7 @@ what it prepared for the call instead of undoing it.
 """
 from __future__ import annotations
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import ConnectionError as RedisConnectionError, RedisError, TimeoutError as RedisTimeoutError
 
 __all__ = ["ClusterCallError", "NotSent", "NotSentTimeout", "RedisError", "ShardDown"]
 

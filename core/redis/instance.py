@@ -33,7 +33,8 @@ import logging
 import os
 import threading
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from redis import Redis
 from redis.cluster import RedisCluster
@@ -106,17 +107,17 @@ def instance_check(shard: Shard | Redis, *, recorded_only: bool = False) -> None
     client = shard.client
     sha, sentinel = _sentinel(client)
     if not recorded_only and client.script_exists(sha)[0]:
-        return  # the cache outlived the last check: the same instance, nothing lost with it
+        return None  # the cache outlived the last check: the same instance, nothing lost with it
     run_id = client.info("server")["run_id"]
     ikey = shard.key("instance")
     if text(client.get(ikey) or b"") == run_id:
         if not client.script_exists(sha)[0]:
             _load_everything(client, sentinel)  # SCRIPT FLUSH on the instance checked before: its data stands
-        return
+        return None
     lock = f"{ikey}:check:{run_id}"
     if client.set(lock, os.getpid(), nx=True, ex=INSTANCE_CHECK_LOCK_S):
         _check_new(shard, run_id, sentinel, lock)
-        return
+        return None
     if clustered():
         # Other shards sell on meanwhile: a request of this one answers 503 at
         # once rather than hold a web slot (nothing ran: no script before the check).
@@ -125,7 +126,7 @@ def instance_check(shard: Shard | Redis, *, recorded_only: bool = False) -> None
     while time.monotonic() < deadline:
         time.sleep(0.05)
         if text(client.get(ikey) or b"") == run_id:
-            return
+            return None
         if not client.exists(lock):  # the checker failed: try again ourselves
             return instance_check(shard, recorded_only=recorded_only)
     raise RedisError(f"the check of the new Redis instance {run_id} at {shard.name} did not finish")

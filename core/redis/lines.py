@@ -19,10 +19,15 @@ from __future__ import annotations
 import os
 
 from redis import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from core.adapters.redis_py import (
+    commands_send,
+    connection_drop,
+    connection_new,
+    connection_ready,
+    reply_read,
+)
 from core.redis.connection import not_sent_on_connect
 
 
@@ -47,17 +52,8 @@ def line_take(client: Redis) -> tuple:
     try:
         conn = stack.pop()
     except IndexError:
-        conn = not_sent_on_connect(pool.connection_class)(**pool.connection_kwargs)
-    if not conn.is_connected:
-        conn.connect()
-        return conn, stack
-    try:
-        stale = conn.can_read()  # unread data, or the server closed it (a restart)
-    except (RedisConnectionError, RedisTimeoutError, OSError):
-        stale = True
-    if stale:
-        conn.disconnect()
-        conn.connect()
+        conn = connection_new(client, not_sent_on_connect)
+    connection_ready(conn)
     return conn, stack
 
 
@@ -66,15 +62,15 @@ def evalsha_on_one(client: Redis, commands: list[tuple]) -> list:
     script's error reply as its exception."""
     conn, stack = line_take(client)
     try:
-        conn.send_packed_command(conn.pack_commands(commands))
+        commands_send(conn, commands)
         replies = []
         for _ in commands:
             try:
-                replies.append(conn.read_response())
+                replies.append(reply_read(conn))
             except ResponseError as exc:  # the reply was read whole: the connection stays usable
                 replies.append(exc)
     except BaseException:
-        conn.disconnect()
+        connection_drop(conn)
         raise
     stack.append(conn)
     return replies

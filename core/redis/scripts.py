@@ -8,14 +8,14 @@ once its instance was checked (core.redis.instance).
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from redis import Redis
 from redis.cluster import RedisCluster
-from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
+from core.adapters.redis_py import Script, ScriptCall, script_load
 from core.redis.calls import evalsha_together
 from core.redis.connection import redis, script_scope
 from core.redis.instance import checking, instance_check, load_on_every_check
@@ -25,13 +25,11 @@ from core.redis.shards import shard_of
 CORE_LIB = Path(__file__).resolve().parent.parent / "lua" / "_lib.lua"
 
 
-class GuardedScript(Script):
+class GuardedScript(ScriptCall):
     """A redis-py Script whose reload after NOSCRIPT waits for `instance_check`
     (of the shard that answered it)."""
 
-    def __call__(self, keys=None, args=None, client=None):
-        keys, args = list(keys or []), list(args or [])
-        client = client if client is not None else self.registered_client
+    def run(self, client, keys: list, args: list):
         reply = evalsha_together(client, [("EVALSHA", self.sha, len(keys), *keys, *args)])[0]
         if isinstance(reply, NoScriptError):
             self.reload(client, keys[0] if keys else "")
@@ -44,7 +42,7 @@ class GuardedScript(Script):
         shard = shard_of(client, key_name)
         if not checking():
             instance_check(shard)
-        self.sha = shard.client.script_load(self.script)
+        script_load(self, shard.client)
 
 
 class Scripts:
@@ -62,11 +60,10 @@ class Scripts:
     def load_all(self, client: Redis) -> None:
         for path in sorted(self.folder.glob("*.lua")):
             if not path.name.startswith("_"):
-                script = self.get(path.stem)
-                script.sha = client.script_load(script.script)
+                script_load(self.get(path.stem), client)
 
     # One Scripts per app for the process's life: the cache holding `self` leaks nothing.
-    @lru_cache(maxsize=None)  # noqa: B019
+    @cache  # noqa: B019
     def get(self, name: str) -> Script:
         client = redis()
         parts = [f"-- seckill, {prefix()}, {script_scope(client)}", CORE_LIB.read_text()]

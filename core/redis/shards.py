@@ -8,12 +8,12 @@ first slot of its range, which a promoted replica keeps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 from redis import Redis
 from redis.cluster import RedisCluster
-from redis.crc import key_slot
 
+from core.adapters.redis_py import connection_settings, key_slot, slots_table
 from core.redis.connection import redis
 from core.redis.keys import key, prefix, tagged
 
@@ -45,7 +45,7 @@ class Shard:
         return gone
 
 
-@lru_cache(maxsize=None)
+@cache
 def slot_tag(slot: int) -> str:
     """A short hash tag whose keys land in `slot`."""
     i = 0
@@ -65,7 +65,7 @@ _ranges = _Ranges()
 
 def first_slots(client: RedisCluster) -> list[int]:
     """For each slot, the first slot of the run served by the same primary."""
-    table = client.nodes_manager.slots_cache
+    table = slots_table(client)
     if _ranges.of != id(table):
         first, prev, start = [0] * 16384, None, 0
         for slot in range(16384):
@@ -81,7 +81,7 @@ def first_slots(client: RedisCluster) -> list[int]:
 def shard_of(client: Redis | RedisCluster, key_name: str) -> Shard:
     """The shard that holds `key_name`."""
     if not isinstance(client, RedisCluster):
-        kw = client.connection_pool.connection_kwargs
+        kw = connection_settings(client)
         return Shard(client, "", f"{kw.get('host')}:{kw.get('port')}/{kw.get('db', 0)}")
     node = client.get_node_from_key(key_name)
     first = first_slots(client)[client.keyslot(key_name)]
@@ -94,7 +94,7 @@ def shards(client: Redis | RedisCluster | None = None) -> list[Shard]:
     if not isinstance(client, RedisCluster):
         return [shard_of(client, "")]
     first = first_slots(client)
-    table = client.nodes_manager.slots_cache
+    table = slots_table(client)
     return [Shard(client.get_redis_connection(nodes[0]), slot_tag(slot), nodes[0].name)
             for slot in sorted(set(first)) if (nodes := table.get(slot))]
 

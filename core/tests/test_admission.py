@@ -66,7 +66,7 @@ def test_the_refusal_is_the_contracts_503():
     assert json.loads(body)["code"] == "unavailable"
 
 
-@pytest.mark.parametrize("bad", [dict(slots=0, queue=1, wait_s=1), dict(slots=1, queue=-1, wait_s=1)])
+@pytest.mark.parametrize("bad", [{"slots": 0, "queue": 1, "wait_s": 1}, {"slots": 1, "queue": -1, "wait_s": 1}])
 def test_nonsense_settings_are_refused(bad):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="slots >= 1"):
         admission.Gate(**bad)

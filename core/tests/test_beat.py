@@ -20,7 +20,7 @@ def test_a_database_error_in_a_tick_keeps_beat_running(live_db):
     assert before, "the schedule should have entries (data migration)"
 
     def due_for_a_full_read():
-        scheduler._last_full_sync = datetime.now() - timedelta(hours=1)  # upstream keeps naive local time
+        scheduler._last_full_sync = datetime.now() - timedelta(hours=1)  # noqa: DTZ005 - upstream keeps naive local time
 
     gone = OperationalError(2002, "Can't connect to server on '127.0.0.1' (115)")
     with mock.patch.object(Upstream, "all_as_schedule", side_effect=gone):

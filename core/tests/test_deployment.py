@@ -38,7 +38,7 @@ def test_production_refuses_to_start_without_each_required_variable(missing):
     assert out.returncode != 0 and missing in out.stderr, out.stderr[-800:]
 
 
-@pytest.mark.parametrize("change, word", [
+@pytest.mark.parametrize(("change", "word"), [
     ({"SECKILL_TASK_SIGNING_KEY": PRODUCTION_ENV["DJANGO_SECRET_KEY"]}, "SECKILL_TASK_SIGNING_KEY"),
     ({"DJANGO_SECRET_KEY": "short"}, "DJANGO_SECRET_KEY"),
     ({"CELERY_BROKER_URL": "amqp://guest:guest@mq.internal:5672//"}, "guest"),
@@ -84,10 +84,10 @@ def test_a_buyer_pay_under_the_production_default_is_409_payment_by_provider(pro
     import http.client
     import json
 
+    from orders.models import Order
     from testsupport.http import place
     from testsupport.processes import start_web
     from testsupport.stores import confirmed
-    from orders.models import Order
 
     sku = make_sku(stock=2)
     [(_, token)] = make_buyers(1)
@@ -113,8 +113,8 @@ def test_a_buyer_pay_under_the_production_default_is_409_payment_by_provider(pro
     assert Order.objects.get(pk=order_id).status == Order.Status.PENDING_PAYMENT
 
 
-@pytest.mark.parametrize("days, refused", [("0", True), ("-7", True), ("0.5", True), ("nan", True), ("soon", True),
-                                           ("1", False), ("1.5", False), ("", False)])
+@pytest.mark.parametrize(("days", "refused"), [("0", True), ("-7", True), ("0.5", True), ("nan", True), ("soon", True),
+                                               ("1", False), ("1.5", False), ("", False)])
 def test_a_retention_below_one_day_is_refused_at_start(days, refused):
     """0 or less would have the retention sweep delete every finished order at
     its next run; the settings refuse it, under every settings module."""
@@ -300,8 +300,8 @@ def test_compose_gives_the_rabbitmq_app_user_no_administrator_tag():
         assert mount in _cluster_compose()["services"][name]["volumes"], name
 
 
-@pytest.mark.parametrize("cookie, ok", [("A" * 19, False), ("abc-" * 8, False), ("a b" * 10, False),
-                                        ("0123456789abcdefABCD", True), ("f3" * 32, True)])
+@pytest.mark.parametrize(("cookie", "ok"), [("A" * 19, False), ("abc-" * 8, False), ("a b" * 10, False),
+                                            ("0123456789abcdefABCD", True), ("f3" * 32, True)])
 def test_the_cluster_nodes_refuse_a_short_or_odd_erlang_cookie(tmp_path, cookie, ok):
     """The entrypoint of the RabbitMQ nodes, run with the cookie given: one
     under 20 letters and digits stops the node before the image starts it."""
@@ -440,9 +440,9 @@ def test_compose_refuses_to_start_without_secrets_and_is_valid_with_them():
     refused = subprocess.run(["docker-compose", "config", "-q"], cwd=ROOT, capture_output=True, text=True,
                              env={"PATH": os.environ["PATH"]})
     assert refused.returncode != 0 and "set " in refused.stderr
-    secrets = {k: "x" for k in ("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "MARIADB_PASSWORD", "REDIS_PASSWORD",
-                                "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD",
-                                "SECKILL_PAYMENT_WEBHOOK_SECRET")}
+    secrets = dict.fromkeys(("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "MARIADB_PASSWORD", "REDIS_PASSWORD",
+                             "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD",
+                             "SECKILL_PAYMENT_WEBHOOK_SECRET"), "x")
     valid = subprocess.run(["docker-compose", "config"], cwd=ROOT, capture_output=True, text=True,
                            env={"PATH": os.environ["PATH"], **secrets})
     assert valid.returncode == 0, valid.stderr
@@ -614,12 +614,12 @@ esac
 """
 
 
-@pytest.mark.parametrize("states, created, added, ok", [
+@pytest.mark.parametrize(("states", "created", "added", "ok"), [
     ({}, True, [], True),                                   # nine empty nodes: created
-    ({n: "formed" for n in range(9)}, False, [], True),     # formed: left alone
-    ({**{n: "formed" for n in range(9)}, 4: "fresh"}, False, [4], True),  # a lost volume: rejoins
+    (dict.fromkeys(range(9), "formed"), False, [], True),     # formed: left alone
+    ({**dict.fromkeys(range(9), "formed"), 4: "fresh"}, False, [4], True),  # a lost volume: rejoins
     ({0: "partial", 1: "partial"}, False, [], False),       # a create that died halfway: refused
-    ({n: "unready" for n in range(9)}, False, [], False),   # formed, never writable: not "completed"
+    (dict.fromkeys(range(9), "unready"), False, [], False),   # formed, never writable: not "completed"
 ])
 def test_the_cluster_forming_job_creates_once_and_waits_until_the_cluster_serves(tmp_path, states, created,
                                                                                added, ok):
@@ -637,8 +637,8 @@ def test_the_cluster_forming_job_creates_once_and_waits_until_the_cluster_serves
                               "SECKILL_REDIS_FORM_WAIT_S": "1"})
     calls = (tmp_path / "calls").read_text().splitlines()
     creates = [c for c in calls if "--cluster create" in c]
-    assert creates == ([f"--no-auth-warning --cluster create {' '.join(addresses)} --cluster-replicas 2 "
-                        "--cluster-yes"] if created else []), calls
+    assert creates == ([(f"--no-auth-warning --cluster create {' '.join(addresses)} --cluster-replicas 2 "
+                         "--cluster-yes")] if created else []), calls
     assert [c.split()[3] for c in calls if "--cluster add-node" in c] == [addresses[i] for i in added], calls
     assert all(c.endswith(f"{addresses[0]} --cluster-slave") for c in calls if "add-node" in c), calls
     assert (out.returncode == 0) == ok, out.stdout + out.stderr
@@ -783,9 +783,9 @@ def test_cluster_override_is_valid_with_the_base_file():
     import json
 
     files = ["-f", "docker-compose.yml", "-f", "docker-compose.cluster.yml"]
-    secrets = {k: "x" for k in ("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "MARIADB_PASSWORD", "REDIS_PASSWORD",
-                                "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD",
-                                "SECKILL_RABBITMQ_COOKIE", "SECKILL_PAYMENT_WEBHOOK_SECRET")}
+    secrets = dict.fromkeys(("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "MARIADB_PASSWORD", "REDIS_PASSWORD",
+                             "RABBITMQ_PASSWORD", "MARIADB_ROOT_PASSWORD", "SECKILL_ADMIN_PASSWORD",
+                             "SECKILL_RABBITMQ_COOKIE", "SECKILL_PAYMENT_WEBHOOK_SECRET"), "x")
     out = subprocess.run(["docker-compose", *files, "config", "--format", "json"], cwd=ROOT, capture_output=True,
                          text=True, env={"PATH": os.environ["PATH"], **secrets})
     assert out.returncode == 0, out.stderr
@@ -808,8 +808,8 @@ def test_production_migrate_step_makes_the_admin_and_refuses_demo_data(live_db):
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
-    from testsupport.factories import unique
     from inventory.models import Sku
+    from testsupport.factories import unique
 
     db = settings.DATABASES["default"]
     name = unique("root")

@@ -59,14 +59,14 @@ def test_every_name_the_glossary_points_at_exists_in_the_code():
     lua = {p.name for p in ROOT.rglob("*.lua") if ".venv" not in p.parts}
     missing = []
     for row in table.splitlines():
-        if not row.startswith("| ") or row.startswith("| word") or row.startswith("| ---"):
+        if not row.startswith("| ") or row.startswith(("| word", "| ---")):
             continue
         names = re.findall(r"`([^`]+)`", row.rsplit("|", 2)[-2])
         for name in names:
             bare = re.sub(r"\(.*", "", name).split(".")[-1].strip()
             if name.endswith(".lua"):
                 ok = name in lua
-            elif name.startswith("seckill:") or name.startswith("{"):
+            elif name.startswith(("seckill:", "{")):
                 ok = True  # a stored key name, spelled in the keys module
             else:
                 ok = re.search(rf"\b{re.escape(bare)}\b", code) is not None

@@ -29,8 +29,8 @@ def _lib_sh(body: str, fake: Path, **env: str) -> subprocess.CompletedProcess:
                           timeout=60, env={**base, "PATH": f"{fake}:{os.environ['PATH']}", "FAKE": str(fake), **env})
 
 
-@pytest.mark.skipif(not subprocess.run(["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/3306"],
-                                       capture_output=True).returncode == 0, reason="needs MariaDB on 3306")
+@pytest.mark.skipif(subprocess.run(["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/3306"],
+                                   capture_output=True).returncode != 0, reason="needs MariaDB on 3306")
 def test_ensure_mariadb_changes_roots_password_only_on_a_server_it_installed(tmp_path):
     """A server that refuses root without a password is switched to the local
     defaults only when scripts/lib.sh installed it (its marker file), and says

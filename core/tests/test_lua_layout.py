@@ -61,7 +61,7 @@ def test_a_layout_is_declared_once_and_well_formed(tmp_path):
     for bad in ({"keys": ("stock", "stock")}, {"keys": ("Stock",)},
                 {"keys": ("stock",), "argv": (many("ids"), "after")},
                 {"keys": ("stock",), "argv": (count_of("ids"),)}):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"^bad\.lua: "):
             layout(tmp_path, name="bad", **bad)
 
 
@@ -69,7 +69,7 @@ def test_the_guard_reads_counts_remainders_and_bounds():
     refuses = guard("--[[ h ]]\nif #KEYS ~= 1 or #ARGV < 1 or #ARGV % 2 ~= 1 then\n"
                     "  return redis.error_reply('x')\nend")
     assert not refuses(1, 3) and refuses(1, 2) and refuses(2, 3) and refuses(1, 0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is not `#KEYS|#ARGV"):
         guard("if #KEYS ~= 1 and ARGV[1] == '' then\n  return redis.error_reply('x')\nend")
 
 

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from rest_framework.exceptions import ParseError
 
 from benchmarks.parser import BOUND, DENSE, HOSTILE as WORST, PURCHASE, measure
-from testsupport.processes import start_web
 from core.parsers import MAX_DEPTH, MAX_NUMBER_CHARS, MAX_STRING_CHARS, parse_json
+from testsupport.processes import start_web
 
 DEEP = b"[" * 3000 + b"]" * 3000
 HOSTILE = {

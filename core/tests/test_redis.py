@@ -15,9 +15,7 @@ import pytest
 from django.conf import settings
 from redis import ConnectionPool, Redis
 from redis.cluster import ClusterNode, RedisCluster
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import ConnectionError as RedisConnectionError, ResponseError, TimeoutError as RedisTimeoutError
 
 from core.redis.calls import Call, evalsha_together, run_together
 from core.redis.connection import clustered, redis

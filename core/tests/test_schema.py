@@ -29,12 +29,10 @@ WEBHOOK_SECRET = "schema-test-secret"
 # A fuzzer cannot forge an HMAC: this hook signs the webhook's positive cases
 # as the provider would (the bytes sent, now), so they must be accepted; the
 # negative ones keep the header drawn (or its absence) and must be refused.
-HOOKS = """
+HOOKS = f"SECRET = {WEBHOOK_SECRET!r}\n" + """
 import hashlib, hmac, json, time
 
 import schemathesis
-
-SECRET = %r
 
 
 @schemathesis.hook
@@ -47,7 +45,7 @@ def before_call(context, case, kwargs):
     stamp = str(int(time.time()))
     digest = hmac.new(SECRET.encode(), stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
     case.headers = {**(case.headers or {}), "Seckill-Signature": f"t={stamp},v1={digest}"}
-""" % WEBHOOK_SECRET
+"""
 
 
 @pytest.fixture(scope="module", params=["webhook on", "webhook off"])

@@ -4,10 +4,20 @@ from them."""
 from __future__ import annotations
 
 from core.api import (
-    AUTH_ANSWERS, MAYBE_MOMENT, PAGE, UNAVAILABLE, Answer, Operation, Param, Text, merge_answers, refusal,
+    AUTH_ANSWERS,
+    MAYBE_MOMENT,
+    PAGE,
+    UNAVAILABLE,
+    Answer,
+    Operation,
+    Param,
+    Text,
+    merge_answers,
+    refusal,
 )
 from core.errors import OrderNotFound, SkuNotFound
 from inventory.domain import SKU_ID_MAX, SKU_ID_PATTERN
+from inventory.health import HEALTH_PARTS
 from inventory.models import Sku
 
 # The one rule for a SKU id in a request, also the purchase body's
@@ -17,7 +27,6 @@ SKU_ID = Text(SKU_ID_MAX, SKU_ID_PATTERN, example="DEMO-PHONE",
 SKU_PATH = Param("sku_id", "path", SKU_ID, description="Any other value is 404 sku_not_found.")
 
 _BUCKETS = ("total", "available", "frozen", "locked", "sold")
-HEALTH_PARTS = ("mysql", "redis", "broker", "worker", "beat")
 _HEALTH_PROPS = {name: {"type": "string", "description": '"ok", or what failed.'} for name in HEALTH_PARTS}
 
 COMPONENTS = {

@@ -1,6 +1,5 @@
 from core.api import routes
-from inventory.api import declarations as api
-from inventory.api import views
+from inventory.api import declarations as api, views
 
 # Each declared operation and its handler; any other method is 405.
 urlpatterns = routes({

@@ -16,7 +16,6 @@ from inventory.models import Sku
 from inventory.services.snapshots import stock_warm
 
 
-
 class SkuListView(GenericAPIView):
     content_negotiation_class = JsonOnly
     queryset = Sku.objects.all()

@@ -12,6 +12,6 @@ package imports none of them.
 Confirm messages carry reservations from the gate to the confirm consumer
 (`orders.consumers`). They are not Celery task messages: the body is a small
 signed JSON list, read in bulk by one active consumer per queue, because Celery's
-per-message machinery cost more CPU than the confirm itself (docs/architecture.md,
+per-message machinery costs more CPU than the confirm itself (docs/architecture.md,
 "The confirm consumer"). Gives are ordinary Celery tasks, sent by name.
 """

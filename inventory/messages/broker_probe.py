@@ -2,6 +2,7 @@
 stream's depth, read over one connection kept per process."""
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 
@@ -53,10 +54,8 @@ def _depth(name: str) -> QueueDepth:
             _probe.pop("conn", None)
             if conn is not None:
                 _probe_lost[:] = [broker_host(conn)]
-                try:
+                with contextlib.suppress(Exception):
                     conn.release()
-                except Exception:
-                    pass
             if "NOT_FOUND" in str(exc):  # not declared yet: nothing waits in it
                 return QueueDepth(0, 0)
             if not kept or attempt == 2:  # a fresh connection tried every node already

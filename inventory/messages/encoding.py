@@ -4,19 +4,19 @@ or not well formed is a BadMessage: set aside, never applied."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from inventory import signing
 from inventory.domain import Fence, Reservation, fence_name, fence_named
 from inventory.messages.names import CONFIRM_KIND, FENCE_KIND, KIND_HEADER, SIGNATURE_HEADER
 
-# Version 2 rows end with the unit price; a version 1 message (sent before
-# prices were kept) still reads, its reservations without a price.
+# Version 2 rows end with the unit price; a version 1 message (an older
+# release's, which kept no prices) still reads, its reservations without a price.
 FORMAT_VERSION = 2
 _READS = (1, 2)
-# A fence's body did not change with version 2: it keeps version 1, which a
-# worker of before still reads.
+# A fence's body is the same in both versions: it keeps version 1, which an
+# older worker still reads during an upgrade.
 FENCE_FORMAT_VERSION = 1
 
 

@@ -80,7 +80,7 @@ class _GroupPublisher:
                     body, headers = confirm_encode([w.reservation for w in live])
                     publisher.send(body, headers, deadline=min(w.deadline for w in live),
                                    confirm=settings.SECKILL_WEB_PUBLISH_CONFIRM, partition=self.partition)
-            except BaseException as exc:  # noqa: BLE001 - every waiter hears of it
+            except BaseException as exc:  # every waiter hears of it
                 for w in live:
                     w.error = exc
             for w in late:

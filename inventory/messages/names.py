@@ -17,9 +17,9 @@ GIVES_TASK = "inventory.tasks.stock_gives_task"
 
 # A dead letter's kind (DeadLetter.task_name): CONFIRM_KIND or FENCE_KIND for a
 # message of the confirm queue, otherwise the Celery name of the task message.
-# Before issue 18 the give tasks' own refusals wrote short spellings; rows of
-# that time are renamed by migration inventory 0011, and a row an older worker
-# writes during an upgrade still reads as the task it is.
+# The give tasks' own refusals may also be stored under short spellings: a
+# worker of an older release still writes them during an upgrade (migration
+# inventory 0011 renamed the stored ones), and such a row reads as its task.
 LEGACY_KINDS = {"stock_give": GIVE_TASK, "stock_gives": GIVES_TASK}
 
 

@@ -5,11 +5,12 @@ sends of the sweeps and the confirm consumer: reservations again
 before the next. The purchase path's own publish is group_publisher."""
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from amqp.exceptions import MessageNacked
 from django.conf import settings
@@ -68,10 +69,8 @@ def _route(pub: _Publisher, partition: int) -> tuple[str, str]:
 def _drop(confirm: bool) -> None:
     pub = getattr(_local, "publishers", {}).pop(confirm, None)
     if pub is not None:
-        try:
+        with contextlib.suppress(Exception):
             pub.conn.release()
-        except Exception:
-            pass
 
 
 def send(body: bytes, headers: dict[str, str], *, deadline: float, confirm: bool = True,
@@ -106,12 +105,10 @@ def send(body: bytes, headers: dict[str, str], *, deadline: float, confirm: bool
         except MessageNacked:
             # The queue refused it: a quorum queue whose leader was lost
             # refuses publishes until its replicas elect another (about a
-            # second; the fault matrix's leader kills answered up to 92 clicks
-            # 503 before this). Sent again while the budget lasts, on a new
-            # connection: a channel that was refused once went on being
-            # refused after the new leader took over (seen on the cluster leg:
-            # 15 minutes of refusals on the kept channel, none on new ones). A
-            # copy the queue kept after all is applied once.
+            # second). Sent again while the budget lasts, on a new connection:
+            # a channel refused once can stay refused after the new leader
+            # took over, while a new one is accepted at once (docs/failures.md,
+            # "Beyond one host"). A copy the queue kept after all is applied once.
             _drop(confirm)
             refusals += 1
             pause = min(REFUSED_BACKOFF_S * 2 ** (refusals - 1), REFUSED_BACKOFF_MAX_S)

@@ -40,8 +40,9 @@ def confirm_queue(partition: int = 0) -> Queue:
     deliveries) with one active consumer at a time, so confirms of a SKU are
     applied in the order the broker received them; past the delivery limit a
     message is dead-lettered. Every partition is bound to the one direct
-    exchange of before by its own routing key (its name): the publisher picks
-    the partition, so no exchange type or plugin is needed."""
+    exchange, which a single queue's deployment already has, by its own routing
+    key (its name): the publisher picks the partition, so no exchange type or
+    plugin is needed."""
     name = confirm_queue_name(partition)
     exchange = settings.SECKILL_CONFIRM_QUEUE
     dead = settings.CELERY_DEAD_LETTER

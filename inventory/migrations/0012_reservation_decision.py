@@ -10,8 +10,8 @@
 #   reason text, so the reason only travels along for people.
 # Spelled out here: a migration keeps the rules of its time.
 
-from django.db import migrations, models
 import django.db.models.deletion
+from django.db import migrations, models
 from django.db.models import Exists, OuterRef
 
 UNIT_KEPT_BY_REDIS = ("insufficient_stock", "snapshot_lost")

@@ -12,8 +12,9 @@ import logging
 import re
 import sys
 
-import inventory.domain
 from django.db import migrations, models
+
+import inventory.domain
 
 ALPHABET = re.compile(r"[A-Za-z0-9._-]{1,64}")
 SHOWN = 50
@@ -33,10 +34,10 @@ def report_ids_outside_the_alphabet(apps, schema_editor):
         f"{len(live)} of them not ended: "
         + ", ".join(repr(sku_id) + ("" if status != "ended" else " (ended)") for sku_id, status in outside[:SHOWN])
         + (" ..." if len(outside) > SHOWN else ""),
-        "They are left as they are. The API refuses them (400 invalid), the fencing of a new Redis instance skips "
-        "them, and on a Redis Cluster they cannot be sold. For each one not ended: let its orders finish, end it "
-        "(status ended in the admin) and create its stock again under an id of the alphabet. "
-        "`manage.py check` lists the ones not ended until then.",
+        ("They are left as they are. The API refuses them (400 invalid), the fencing of a new Redis instance skips "
+         "them, and on a Redis Cluster they cannot be sold. For each one not ended: let its orders finish, end it "
+         "(status ended in the admin) and create its stock again under an id of the alphabet. "
+         "`manage.py check` lists the ones not ended until then."),
     ]
     for line in lines:
         logger.warning(line)

@@ -4,8 +4,8 @@ adjust available stock (each once per operation id). Key names and return
 codes: `keys`."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from django.conf import settings
 
@@ -13,8 +13,28 @@ from core.redis.calls import Call
 from core.redis.connection import redis
 from inventory.domain import Reservation
 from inventory.redis.keys import (
-    ADJUST_LUA, DUE_LUA, FREEZE_CANCEL_LUA, FREEZE_LUA, GIVE_LUA, HOLD_LUA, META_LUA, OBSERVE_LUA, RESERVE_LUA,
-    SETTLE_LUA, UNDO_LUA, Freeze, FreezeCancel, Give, Hold, Meta, Reserve, UndoOutcome, _chunks, _ms, _s, sku_keys,
+    ADJUST_LUA,
+    DUE_LUA,
+    FREEZE_CANCEL_LUA,
+    FREEZE_LUA,
+    GIVE_LUA,
+    HOLD_LUA,
+    META_LUA,
+    OBSERVE_LUA,
+    RESERVE_LUA,
+    SETTLE_LUA,
+    UNDO_LUA,
+    Freeze,
+    FreezeCancel,
+    Give,
+    Hold,
+    Meta,
+    Reserve,
+    UndoOutcome,
+    _chunks,
+    _ms,
+    _s,
+    sku_keys,
 )
 
 

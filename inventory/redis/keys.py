@@ -12,10 +12,10 @@ and each enum against the codes it returns (inventory/tests/test_lua_codes.py).
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from django.conf import settings
 
@@ -67,7 +67,7 @@ UNDO_LUA = Layout(_scripts, "undo", answers=UndoOutcome,
                   argv=("order_id", "lifetime_ms"))
 
 
-class Hold(str, enum.Enum):
+class Hold(enum.StrEnum):
     """Where each reservation a confirm consumer asked to hold stands (hold.lua's words)."""
 
     HELD = "held"
@@ -225,7 +225,7 @@ class SkuKeys:
     fence: str
     tag: str
 
-    def stage(self, token: str) -> "StageKeys":
+    def stage(self, token: str) -> StageKeys:
         """Staging keys of one snapshot load."""
         base = f"{self.tag}:stage:{token}"
         return StageKeys(stage_buyers=f"{base}:buyers", stage_idem=f"{base}:idem",

@@ -2,8 +2,8 @@
 live stock and the reservations in flight (with the oldest one's age)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from core.redis.connection import redis
 from inventory.domain import Reservation

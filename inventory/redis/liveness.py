@@ -4,8 +4,9 @@ check reads them all, inventory.health)."""
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
+from core.adapters.redis_py import layout_read
 from core.redis.connection import clustered, redis
 from core.redis.errors import RedisError
 from core.redis.keys import text
@@ -20,7 +21,7 @@ def ping() -> bool | str:
         return bool(redis().ping())
     down = _shards_silent()
     if down:  # the layout may be old (a replica promoted since): read it again, once
-        redis().nodes_manager.initialize()
+        layout_read(redis())
         down = _shards_silent()
     return True if not down else f"error: no answer from the primary of {len(down)} shard(s): {', '.join(down)}"
 
@@ -38,7 +39,7 @@ def _shards_silent() -> list[str]:
 # --- Liveness of the confirm consumers ---------------------------------------------------
 
 # A consumer of partition k > 0 beats as "<identity>#<k>"; partition 0's beat is
-# the identity alone, as with the one queue of before.
+# the identity alone, as a single queue's consumer beats.
 PARTITION_MARK = "#"
 
 

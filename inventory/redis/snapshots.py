@@ -5,8 +5,8 @@ the marker of an id it has not. Key names and return codes: `keys`."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from accounts import token_cache
 from core.redis.connection import redis
@@ -14,9 +14,30 @@ from core.redis.keys import prefix
 from core.redis.shards import Shard
 from inventory.domain import ClaimsFence, Fence, SkuFence, fence_name, fence_named
 from inventory.redis.keys import (
-    DISTRUST_LUA, DROP_ENDED_LUA, FENCE_LUA, FENCES_DUE_LUA, FENCES_KEY, LOCK_RELEASE_LUA, REBUILD_LUA,
-    REGISTRY_ADD_LUA, REGISTRY_SWAP_LUA, SCRIPT_CHUNK, SKU_REGISTRY, SKU_REGISTRY_COMPLETE, SKU_REGISTRY_RECENT,
-    STAGE_TTL_SECONDS, WARM_LUA, WARM_STAGE_LUA, Distrust, Drop, FenceRaise, Load, Rebuild, _chunks, _s, sku_keys,
+    DISTRUST_LUA,
+    DROP_ENDED_LUA,
+    FENCE_LUA,
+    FENCES_DUE_LUA,
+    FENCES_KEY,
+    LOCK_RELEASE_LUA,
+    REBUILD_LUA,
+    REGISTRY_ADD_LUA,
+    REGISTRY_SWAP_LUA,
+    SCRIPT_CHUNK,
+    SKU_REGISTRY,
+    SKU_REGISTRY_COMPLETE,
+    SKU_REGISTRY_RECENT,
+    STAGE_TTL_SECONDS,
+    WARM_LUA,
+    WARM_STAGE_LUA,
+    Distrust,
+    Drop,
+    FenceRaise,
+    Load,
+    Rebuild,
+    _chunks,
+    _s,
+    sku_keys,
 )
 
 MISSING_SKU_TTL_SECONDS = 30

@@ -9,8 +9,8 @@ depend on when ops press the button. A confirm dead letter is a reservation
 the gate accepted and answered 202 for: the buyer holds a promise. Its
 confirm then failed in MySQL, so MySQL never took the unit, and its unit went
 back to Redis (orders.services.confirm, `_decide_splitting`), which also marks
-it settled for SECKILL_DONE_MARKER_SECONDS. Deciding by that marker made the
-same letter a refusal within the hour and an order after it. So the outcome is
+it settled for SECKILL_DONE_MARKER_SECONDS. Deciding by that marker would make
+the same letter a refusal within the hour and an order after it. So the outcome is
 decided by MySQL's record and the stock, reservation by reservation:
 
 - MySQL already decided it (its ReservationDecision: an order, a refusal, an
@@ -48,10 +48,10 @@ from kombu.exceptions import KombuError
 from core.errors import DomainError, Unavailable
 from core.redis.errors import RedisError
 from inventory import selectors, signing
-from inventory.messages import celery_sends, encoding, names, publisher, queues
-from inventory.redis import gate, keys as redis_keys
-from inventory.models import DeadLetter, Sku
 from inventory.domain import Reservation
+from inventory.messages import celery_sends, encoding, names, publisher, queues
+from inventory.models import DeadLetter, Sku
+from inventory.redis import gate, keys as redis_keys
 from inventory.services.decisions import reservation_undo_record
 
 logger = logging.getLogger(__name__)

@@ -10,9 +10,9 @@ any stock, so it never moves stock for a reservation decided otherwise.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Sequence
 
 from django.conf import settings
 from django.db import OperationalError, transaction
@@ -14,8 +14,8 @@ from django.utils import timezone
 from redis.exceptions import ResponseError
 
 from inventory.messages import celery_sends
-from inventory.redis import gate, keys as redis_keys
 from inventory.models import GIVE_OPERATIONS, InventoryLog, OutboxMessage
+from inventory.redis import gate, keys as redis_keys
 from inventory.services.locks import skus_lock
 
 logger = logging.getLogger(__name__)
@@ -144,40 +144,16 @@ class GiveDeferred(Exception):
     being loaded may not count it)."""
 
 
-def stock_give_apply(*, sku_id: str, op_id: str, quantity: int, user_id: int | None,
-                     total_delta: int = 0, frozen_delta: int = 0, wait_s: float = 5.0) -> redis_keys.Give:
-    """The Redis half of a give, then its log row becomes success. Idempotent.
-
-    A copy of a give already marked success is dropped here (the snapshot of a
-    rebuilt Redis counts it, so its applied marker may be gone). A give that
-    finds no snapshot is neither applied nor marked: it waits a moment for the
-    snapshot, then is left pending for the resend sweep (never dropped)."""
-    done = InventoryLog.objects.filter(op_id=op_id, operation__in=GIVE_OPERATIONS,
-                                       status=InventoryLog.Status.SUCCESS).exists()
-    if done:
-        return redis_keys.Give.ALREADY
-    deadline = time.monotonic() + wait_s
-    while True:
-        outcome = gate.give(sku_id=sku_id, op_id=op_id, quantity=quantity, user_id=user_id,
-                            total_delta=total_delta, frozen_delta=frozen_delta)
-        if outcome is not redis_keys.Give.NOT_WARM:
-            break
-        if gives_settle_retired(sku_ids=[sku_id], op_ids=[op_id]):
-            return redis_keys.Give.APPLIED
-        if time.monotonic() >= deadline:
-            raise GiveDeferred(f"no snapshot of {sku_id} for give {op_id}")
-        time.sleep(0.2)
-    InventoryLog.objects.filter(op_id=op_id, operation__in=GIVE_OPERATIONS).update(
-        status=InventoryLog.Status.SUCCESS, updated_at=timezone.now())
-    return outcome
-
-
 def stock_gives_apply(*, gives: Sequence[dict], wait_s: float = 5.0) -> dict[str, int]:
-    """Apply a list of gives (one message of the relay): each as
-    `stock_give_apply` does, those already done skipped with one read, the log
-    rows marked success with one update per SKU. Returns counts by outcome;
-    raises GiveDeferred (after applying what it could) when a SKU has no
-    snapshot: the rest are left pending for the resend sweep."""
+    """Apply a list of gives (one message of the relay), each the Redis half of
+    its give, then its log row becomes success. Idempotent: those already done
+    are skipped with one read, and a copy of a give already marked success is
+    dropped (the snapshot of a rebuilt Redis counts it, so its applied marker
+    may be gone); the log rows are marked with one update. A give that finds
+    no snapshot is neither applied nor marked: it waits up to `wait_s` for the
+    snapshot, and is then left pending for the resend sweep (never dropped).
+    Returns counts by outcome; raises GiveDeferred (after applying what it
+    could) when a SKU has no snapshot."""
     ops = [g["op_id"] for g in gives]
     done = {op for op, st in InventoryLog.objects.filter(op_id__in=ops, operation__in=GIVE_OPERATIONS)
             .values_list("op_id", "status") if st == InventoryLog.Status.SUCCESS}

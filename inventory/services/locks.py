@@ -1,17 +1,16 @@
 """The one place stock rows are locked."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from inventory.models import Sku
 
 
 def skus_lock(*, sku_ids: Iterable[str]) -> dict[str, Sku]:
     """Lock SKU rows, always in primary-key order and before any order row, so
-    no two paths can deadlock each other. (Locking the order row first and the
-    SKU row last was tried to shorten the hot row's lock: the foreign-key checks
-    of the log and outbox inserts take a shared lock on the SKU row, and the
-    shared-to-exclusive upgrades deadlocked under the pay/cancel/expiry race.)"""
+    no two paths can deadlock each other. Not after the order row either: the
+    foreign-key checks of the log and outbox inserts take a shared lock on the
+    SKU row first, and two transactions upgrading it to exclusive deadlock."""
     ids = sorted(set(sku_ids))
     return {s.sku_id: s for s in Sku.objects.select_for_update().filter(pk__in=ids).order_by("pk")}
 

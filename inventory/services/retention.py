@@ -10,9 +10,9 @@ chunks, so no statement holds many row locks for long.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
 
 from django.conf import settings
 from django.db import models, transaction
@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from core.redis.errors import RedisError
 from inventory import selectors
-from inventory.redis import keys as redis_keys, snapshots as redis_snapshots
 from inventory.models import GIVE_OPERATIONS, DeadLetter, InventoryLog, OutboxMessage, Sku
+from inventory.redis import keys as redis_keys, snapshots as redis_snapshots
 from inventory.services.locks import skus_lock
 from inventory.services.registry import sku_registry_rebuild
 

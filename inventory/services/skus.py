@@ -2,6 +2,7 @@
 fence, rebuild) are `snapshots`; the registry of their ids is `registry`."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import unicodedata
 from dataclasses import dataclass
@@ -45,10 +46,10 @@ def sku_create(
     if not sku_id_valid(sku_id):
         raise InvalidInput(str(SKU_ID_RULE), sku_id=sku_id if isinstance(sku_id, str) else repr(sku_id))
     now = timezone.now()
-    try:  # before the row exists: a request between commit and warm-up must find it
+    # Before the row exists: a request between commit and warm-up must find it. Without
+    # Redis, the registry is read again from MySQL within a minute.
+    with contextlib.suppress(RedisError):
         redis_snapshots.sku_registry_add(sku_id=sku_id)
-    except RedisError:
-        pass  # the registry is read again from MySQL within a minute
     with transaction.atomic():
         sku = Sku.objects.create(
             sku_id=sku_id, name=name or sku_id, price=Decimal(str(price)), total_stock=stock,

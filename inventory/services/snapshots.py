@@ -6,8 +6,8 @@ from __future__ import annotations
 import enum
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from django.conf import settings
 from django.db import transaction

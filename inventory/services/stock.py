@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Sequence
 
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from core import db
-from core.retry import with_mysql_retry
-from inventory.redis import gate, keys as redis_keys, live as redis_live
 from core.errors import InvalidInput, SkuNotFound, StockActionRefused, StockRefused, Unavailable
-from inventory.models import InventoryLog, Sku
+from core.retry import with_mysql_retry
 from inventory.domain import Reservation
+from inventory.models import InventoryLog, Sku
+from inventory.redis import gate, keys as redis_keys, live as redis_live
 from inventory.services.gives import GiveRecord, stock_give_record, stock_gives_record
 from inventory.services.locks import skus_lock
 from inventory.services.snapshots import Warm, stock_warm

@@ -6,10 +6,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client
 
-from testsupport.factories import unique
 from core.redis.connection import redis
-from inventory.redis import keys as redis_keys, live as redis_live
 from inventory.models import InventoryLog, Sku
+from inventory.redis import keys as redis_keys, live as redis_live
+from testsupport.factories import unique
 
 
 def staff(group: str | None, superuser: bool = False) -> tuple[object, Client]:

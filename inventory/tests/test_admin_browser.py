@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
+from inventory.models import Sku
 from testsupport.browser import browser_login as login
 from testsupport.factories import make_staff
-from inventory.models import Sku
 
 pytestmark = [pytest.mark.browser, pytest.mark.web]
 

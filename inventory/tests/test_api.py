@@ -1,6 +1,7 @@
 """SKU reads and health."""
 from __future__ import annotations
 
+import json
 import uuid
 from unittest import mock
 
@@ -8,14 +9,14 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from testsupport import wait_until
-from testsupport.factories import unique
 from core.redis.connection import redis
 from core.redis.errors import RedisError
 from inventory.domain import SkuFence
-from inventory.redis import gate, keys as redis_keys, live as redis_live, liveness, snapshots as redis_snapshots
 from inventory.models import Sku
+from inventory.redis import gate, keys as redis_keys, live as redis_live, liveness, snapshots as redis_snapshots
 from reconciliation.tasks import ORPHANS_RECOVER_TASK
+from testsupport import wait_until
+from testsupport.factories import unique
 
 
 def test_sku_detail_public_and_staff(api, make_sku, make_buyers):
@@ -91,6 +92,21 @@ def _health(api):
 
     health._health_cache.clear()
     return api().get("/api/v1/health")
+
+
+def test_the_health_parts_are_one_list_for_the_answer_the_schema_and_the_command(live_db):
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    from inventory import health
+    from inventory.api.declarations import COMPONENTS
+
+    health._health_cache.clear()
+    assert tuple(health.system_health()) == health.HEALTH_PARTS  # every part, in that order
+    assert COMPONENTS["Health"]["required"] == list(health.HEALTH_PARTS)
+    with pytest.raises(CommandError, match="invalid choice"):
+        call_command("health", "--part", "disk", stdout=io.StringIO())
 
 
 @pytest.mark.worker
@@ -192,7 +208,7 @@ def test_a_post_for_an_unknown_sku_is_refused_from_redis(api, make_sku, make_buy
 def test_a_body_over_the_limit_is_413_and_takes_nothing(api, make_sku, make_buyers):
     sku = make_sku(stock=3)
     (_, token), = make_buyers(1)
-    big = '{"sku_id": "%s", "quantity": 1, "pad": "%s"}' % (sku.sku_id, "x" * 20000)
+    big = json.dumps({"sku_id": sku.sku_id, "quantity": 1, "pad": "x" * 20000})
     r = api(token).post("/api/v1/orders", big, content_type="application/json", HTTP_IDEMPOTENCY_KEY="big")
     assert r.status_code == 413 and r.json()["code"] == "too_large"
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 3

@@ -10,18 +10,24 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client
 
+from core.redis.connection import redis
+from inventory.messages import encoding, names
+from inventory.models import DeadLetter, InventoryLog
+from inventory.redis import gate, keys as redis_keys, live as redis_live
+from inventory.services.dead_letters import (
+    DeadLetterClosed,
+    DeadLetterNotReplayable,
+    DeadLetterReasonRequired,
+    dead_letter_discard,
+    dead_letter_record,
+    dead_letter_replay,
+    dead_letters_collect,
+)
+from orders.models import Order
 from testsupport import wait_until
 from testsupport.factories import unique
 from testsupport.purchase import publish, reserve_direct
 from testsupport.stores import assert_balanced, confirmed, settled
-from core.redis.connection import redis
-from inventory.messages import encoding, names
-from inventory.redis import gate, keys as redis_keys, live as redis_live
-from inventory.models import DeadLetter, InventoryLog
-from inventory.services.dead_letters import (DeadLetterClosed, DeadLetterNotReplayable, DeadLetterReasonRequired,
-                                             dead_letter_discard, dead_letter_record, dead_letter_replay,
-                                             dead_letters_collect)
-from orders.models import Order
 
 
 def confirm_dead_letter(r) -> DeadLetter:
@@ -219,9 +225,9 @@ def gives_dead_letter(payloads: list[dict], *, signature: str | None = None) -> 
 def test_a_give_task_replayed_reaches_redis_once(worker, make_sku):
     from unittest import mock
 
-    from testsupport import wait_until
     from inventory.models import OutboxMessage
     from inventory.services import stock
+    from testsupport import wait_until
 
     sku = make_sku(stock=2)
     with mock.patch("inventory.messages.celery_sends.publish_gives"):  # the give's message is lost on the way
@@ -255,7 +261,7 @@ def _give_letter(task_name: str, shape: str, give: dict) -> DeadLetter:
     return dead_letter_record(task_name=task_name, payload=payload, reason="refused: test")
 
 
-@pytest.mark.parametrize("task_name, shape", [
+@pytest.mark.parametrize(("task_name", "shape"), [
     (names.GIVE_TASK, "body"), (names.GIVES_TASK, "body"),  # dead-lettered by RabbitMQ
     (names.GIVE_TASK, "args"), (names.GIVES_TASK, "args"),  # refused by the task itself
     ("stock_give", "args"), ("stock_gives", "args"),              # the refusals' spelling before issue 18
@@ -263,9 +269,9 @@ def _give_letter(task_name: str, shape: str, give: dict) -> DeadLetter:
 def test_a_give_letter_of_every_stored_spelling_replays(worker, make_sku, task_name, shape):
     from unittest import mock
 
-    from testsupport import wait_until
     from inventory.models import OutboxMessage
     from inventory.services import stock
+    from testsupport import wait_until
 
     sku = make_sku(stock=2)
     with mock.patch("inventory.messages.celery_sends.publish_gives"):  # the give's message is lost on the way

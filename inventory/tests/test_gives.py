@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from testsupport.purchase import rebuild_lost
 from core.redis.connection import redis
+from inventory.models import OutboxMessage
 from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.services import gives, stock
-from inventory.models import OutboxMessage
+from testsupport.purchase import rebuild_lost
 
 
 def test_snapshot_counts_its_gives_so_a_late_redelivery_adds_nothing(make_sku, live_db):
@@ -18,9 +18,7 @@ def test_snapshot_counts_its_gives_so_a_late_redelivery_adds_nothing(make_sku, l
     redis().delete(keys.stock, keys.buyers, keys.idem, keys.applied)  # Redis lost the SKU
     rebuild_lost(sku.sku_id)
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 7  # MySQL already counts the restock
-    outcome = gives.stock_give_apply(sku_id=sku.sku_id, op_id=payload["op_id"], quantity=3, user_id=None,
-                                        total_delta=3)
-    assert outcome is redis_keys.Give.ALREADY
+    assert gives.stock_gives_apply(gives=[payload]) == {"already": 1, "applied": 0, "deferred": 0, "retired": 0}
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
 
 
@@ -44,14 +42,14 @@ def test_a_give_that_finds_no_snapshot_is_retried_not_lost(make_sku, live_db):
         snap = selectors.sku_snapshot(sku=skus_lock(sku_ids=[sku.sku_id])[sku.sku_id], holdings=Holdings(), epoch=2)
     with mock.patch("inventory.messages.celery_sends.publish_gives"):  # the give's message is handled below, by hand
         op_id = stock.stock_restock(sku_id=sku.sku_id, quantity=3, reason="more", actor="t")
+    give = OutboxMessage.objects.get(op_id=op_id).payload
     with pytest.raises(gives.GiveDeferred):
-        gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=3, user_id=None, total_delta=3, wait_s=0)
+        gives.stock_gives_apply(gives=[give], wait_s=0)
     assert InventoryLog.objects.get(op_id=op_id).status == "pending"
     assert redis_snapshots.snapshot_load(sku_id=sku.sku_id, snapshot=snap)  # the warm-up finishes
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 4
     # the give comes again (task retry or the resend sweep) and is applied now
-    assert gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=3, user_id=None,
-                                  total_delta=3) is redis_keys.Give.APPLIED
+    assert gives.stock_gives_apply(gives=[give]) == {"already": 0, "applied": 1, "deferred": 0, "retired": 0}
     assert redis_live.live_stock(sku_id=sku.sku_id).available == 7
     assert InventoryLog.objects.get(op_id=op_id).status == "success"
 
@@ -97,7 +95,7 @@ def test_a_give_that_meets_no_snapshot_backs_off(make_sku, live_db):
     redis().delete(redis_keys.sku_keys(sku.sku_id).stock)  # Redis lost the SKU
     assert gives.outbox_relay(op_ids=[op_id]) == 1  # sent once; nobody applies it
     with pytest.raises(gives.GiveDeferred):
-        gives.stock_give_apply(sku_id=sku.sku_id, op_id=op_id, quantity=1, user_id=None, total_delta=1, wait_s=0)
+        gives.stock_gives_apply(gives=[OutboxMessage.objects.get(op_id=op_id).payload], wait_s=0)
     InventoryLog.objects.filter(op_id=op_id).update(created_at=timezone.now() - timedelta(minutes=5))
 
     sent_times = OutboxMessage.objects.get(op_id=op_id).attempts

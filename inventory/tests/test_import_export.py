@@ -11,13 +11,12 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from testsupport.factories import unique
 from core.redis.connection import redis
-from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import InventoryLog, Sku
-from inventory.services import skus
-from inventory.services import stock as stock_services
+from inventory.redis import keys as redis_keys, live as redis_live, snapshots as redis_snapshots
+from inventory.services import skus, stock as stock_services
 from inventory.tests.test_admin import staff
+from testsupport.factories import unique
 
 BUCKET_COLUMNS = ("total_stock", "available_stock", "frozen_stock", "locked_stock", "sold_stock")
 CSV_FORMAT, XLSX_FORMAT = "0", "1"  # the admin's formats, in this order

@@ -7,12 +7,11 @@ import io
 
 import pytest
 
+from inventory.models import Sku
+from inventory.services import skus, stock as stock_services
 from testsupport import wait_until
 from testsupport.browser import browser_login as login
 from testsupport.factories import make_staff, unique
-from inventory.models import Sku
-from inventory.services import skus
-from inventory.services import stock as stock_services
 
 pytestmark = [pytest.mark.browser, pytest.mark.web]
 

@@ -76,7 +76,7 @@ def test_every_script_says_what_it_answers():
             f"{layout.name}.lua answers {answers!r}"
 
 
-@pytest.mark.parametrize("name,cls", CODED, ids=[n for n, _ in CODED])
+@pytest.mark.parametrize(("name", "cls"), CODED, ids=[n for n, _ in CODED])
 def test_each_enum_holds_exactly_the_codes_its_script_returns(name, cls):
     source = _source(_BY_NAME[name])
     values = {m.value for m in cls}

@@ -80,11 +80,11 @@ def test_every_header_names_its_positions_in_the_one_form():
         assert header_positions(_source(layout)), layout.name
     assert header_positions("--[[ x\nKEYS[1] stock: hash  ARGV[1] id\nARGV[2..] ids\nARGV[..] more\n]]") == [
         ("KEYS", "1", "stock"), ("ARGV", "1", "id"), ("ARGV", "2..", "ids"), ("ARGV", "..", "more")]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is not `KEYS"):
         header_positions("--[[ x\nKEYS[1] <prefix>:{<sku>}:stock\n]]\nreturn 1")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is not `KEYS"):
         header_positions("--[[ x\nKEYS[1..2] stage\n]]\nreturn 1")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="is not `ARGV"):
         header_positions("--[[ x\nrecorded in ARGV[2], which\n]]\nreturn 1")
 
 

@@ -12,7 +12,7 @@ from django.test import override_settings
 from core.redis.connection import redis
 from inventory.domain import Reservation
 from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
-from inventory.redis.keys import Adjust, Freeze, FreezeCancel, Give, Hold, Meta, UndoOutcome, Reserve
+from inventory.redis.keys import Adjust, Freeze, FreezeCancel, Give, Hold, Meta, Reserve, UndoOutcome
 
 pytestmark = pytest.mark.redis_both
 
@@ -76,7 +76,7 @@ def test_sold_out_and_limit(sku_id):
     assert (out.code, out.value) == (Reserve.SOLD_OUT, 0)
 
 
-@pytest.mark.parametrize("kw", [dict(status="paused"), dict(starts_ms=4102444800000), dict(ends_ms=1000)])
+@pytest.mark.parametrize("kw", [{"status": "paused"}, {"starts_ms": 4102444800000}, {"ends_ms": 1000}])
 def test_sale_window_and_status(sku_id, kw):
     redis_snapshots.snapshot_load(sku_id=sku_id, snapshot=snapshot(**kw))
     assert reserve(sku_id).code is Reserve.NOT_ACTIVE

@@ -39,7 +39,7 @@ def test_warm_never_overwrites_a_live_snapshot(sku_id):
 
 
 def test_a_large_snapshot_is_loaded_in_bounded_chunks(sku_id):
-    buyers = {u: 1 for u in range(1, 1301)}
+    buyers = dict.fromkeys(range(1, 1301), 1)
     idem = {f"{u}:k{u}": (f"{u:032x}|1", int(time.time() * 1000)) for u in range(1, 1301)}
     assert redis_snapshots.snapshot_load(sku_id=sku_id, snapshot=snapshot(
         available=10, limit=1, buyers=buyers, idem=idem, applied=[f"op{i}" for i in range(700)]))
@@ -49,7 +49,7 @@ def test_a_large_snapshot_is_loaded_in_bounded_chunks(sku_id):
     assert reserve(sku_id, user=5).code is Reserve.LIMIT_REACHED
     dup = reserve(sku_id, user=7, key="k7")
     assert (dup.code, dup.order_id) == (Reserve.DUPLICATE, f"{7:032x}")
-    assert not [key for key in r.keys(f"{k.tag}:stage:*")]  # staging keys moved into place
+    assert not list(r.keys(f"{k.tag}:stage:*"))  # staging keys moved into place
 
 
 def test_a_fence_is_raised_once_only_where_the_snapshot_is_gone_and_a_load_passes_only_it(sku_id):

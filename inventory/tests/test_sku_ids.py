@@ -21,12 +21,12 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.utils import timezone
+from redis.exceptions import ConnectionError as RedisConnectionError, ResponseError
 
 from core.errors import InvalidInput
 from core.redis.connection import redis
 from core.redis.instance import instance_check
 from core.redis.shards import shard_of
-from redis.exceptions import ConnectionError as RedisConnectionError, ResponseError
 from inventory import checks as inventory_checks
 from inventory.domain import SKU_ID_PATTERN, SkuFence, sku_id_valid
 from inventory.models import Sku
@@ -75,9 +75,8 @@ def _sku_id_schemas(doc: dict) -> list[tuple[str, dict]]:
     found = []
     for path, methods in doc["paths"].items():
         for method, op in methods.items():
-            for p in op.get("parameters", []):
-                if p["name"] == "sku_id":
-                    found.append((f"{method} {path} {p['in']}", p["schema"]))
+            found.extend((f"{method} {path} {p['in']}", p["schema"])
+                         for p in op.get("parameters", []) if p["name"] == "sku_id")
             body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
             if "sku_id" in body.get("properties", {}):
                 found.append((f"{method} {path} body", body["properties"]["sku_id"]))
@@ -243,9 +242,9 @@ def test_a_sku_whose_fence_fails_is_counted_the_rest_fenced_and_the_check_runs_a
         return real(sku_id=sku_id, delay_ms=delay_ms)
 
     monkeypatch.setattr(redis_snapshots, "fence_raise", fence_raise)
-    with caplog.at_level(logging.ERROR, logger="inventory.services.snapshots"):
-        with pytest.raises(DistrustIncomplete, match=re.escape(failing.sku_id)):
-            _new_instance_met(failing.sku_id)
+    with caplog.at_level(logging.ERROR, logger="inventory.services.snapshots"), \
+            pytest.raises(DistrustIncomplete, match=re.escape(failing.sku_id)):
+        _new_instance_met(failing.sku_id)
     assert f"SKU {failing.sku_id} not fenced" in caplog.text
     assert redis_snapshots.fence_token(sku_id=good.sku_id) is not None  # the rest were fenced
     shard = shard_of(redis(), redis_keys.sku_keys(good.sku_id).stock)

@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from testsupport.factories import unique
 from core.redis.connection import redis
 from core.redis.keys import text
 from inventory.redis import keys as redis_keys, snapshots as redis_snapshots
 from inventory.services import registry, skus, snapshots
+from testsupport.factories import unique
 
 
 def members() -> set[str]:
@@ -18,7 +18,8 @@ def members() -> set[str]:
 def test_an_id_whose_create_rolled_back_leaves_the_registry(make_sku):
     kept = make_sku(stock=1)
     gone = unique("T")
-    with pytest.raises(RuntimeError), transaction.atomic():
+    # the create and the failure after it: one transaction
+    with pytest.raises(RuntimeError, match="half-way"), transaction.atomic():  # noqa: PT012
         skus.sku_create(sku_id=gone, stock=1)
         raise RuntimeError("the import failed half-way")
     assert gone in members()  # registered before its row, so a request right after the commit finds it

@@ -13,8 +13,8 @@ import pytest
 from django.db import OperationalError
 
 from core.errors import StockActionRefused
-from inventory.redis import gate, live as redis_live
 from inventory.models import InventoryLog, Sku
+from inventory.redis import gate, live as redis_live
 from inventory.services import stock as services
 from testsupport import wait_until
 from testsupport.http import run_parallel
@@ -108,9 +108,9 @@ def test_a_freeze_whose_mysql_move_never_happened_is_cancelled_and_given_back(ma
     """MySQL went away after Redis took the units: the intent stays pending, a
     young one is left to finish, an old one is cancelled and its take given back."""
     sku = make_sku(stock=10)
-    with mock.patch("inventory.services.stock.with_mysql_retry", side_effect=OperationalError(2006, "gone away")):
-        with pytest.raises(OperationalError):
-            services.stock_freeze(sku_id=sku.sku_id, quantity=4, reason="hold", actor="ops")
+    with mock.patch("inventory.services.stock.with_mysql_retry", side_effect=OperationalError(2006, "gone away")), \
+            pytest.raises(OperationalError):
+        services.stock_freeze(sku_id=sku.sku_id, quantity=4, reason="hold", actor="ops")
     intent = InventoryLog.objects.get(sku_id=sku.sku_id, operation="FREEZE")
     assert intent.status == "pending"
     live = redis_live.live_stock(sku_id=sku.sku_id)

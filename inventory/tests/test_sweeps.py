@@ -11,7 +11,6 @@ from inventory.redis import liveness
 from inventory.redis.keys import SWEEPS_KEY
 from inventory.sweeps import sweep_task
 
-
 NAMES = ("tests.sweeps.returns", "tests.sweeps.raises", "tests.sweeps.raises_recorded")
 
 

@@ -7,7 +7,14 @@ from decimal import Decimal
 from core.api import Money
 from core.errors import IdempotencyKeyInvalid, IdempotencyKeyRequired, OrderNotFound
 from orders.api.declarations import (  # noqa: F401  (the limits, by name, for other checks)
-    IDEMPOTENCY_KEY, KEY_MAX, ORDER_ID, PAY_BODY, PAYMENT_ID_MAX, PURCHASE_BODY, SKU_ID_MAX, WEBHOOK_BODY,
+    IDEMPOTENCY_KEY,
+    KEY_MAX,
+    ORDER_ID,
+    PAY_BODY,
+    PAYMENT_ID_MAX,
+    PURCHASE_BODY,
+    SKU_ID_MAX,
+    WEBHOOK_BODY,
 )
 
 _key_accepts = IDEMPOTENCY_KEY.spec.accepts
@@ -39,8 +46,8 @@ def key_problems(key: str) -> list[str]:
     a header holding any byte outside visible ASCII over as empty, so an empty
     one says both."""
     if not key:
-        return [f"is empty: a key is 1 to {KEY_MAX} visible ASCII characters (a value with a character outside "
-                "visible ASCII, U+0021 to U+007E, may reach the server as empty)"]
+        return [(f"is empty: a key is 1 to {KEY_MAX} visible ASCII characters (a value with a character outside "
+                 "visible ASCII, U+0021 to U+007E, may reach the server as empty)")]
     problems = []
     if len(key) > KEY_MAX:
         problems.append(f"is {len(key)} characters long, over the limit of {KEY_MAX}")

@@ -6,7 +6,7 @@ They take the same steps and give the same answers as every other API call
 round trip, a bounded JSON body, the
 error bodies of core.exception_handler), without DRF's request wrapping,
 negotiation, permission and renderer machinery around them: on this machine
-that machinery cost more CPU than a purchase itself (docs/benchmark.md,
+that machinery costs more CPU than a purchase itself (docs/benchmark.md,
 "The cost of a click").
 The checks are those of each endpoint's declaration (orders.api.declarations,
 through orders.api.input); orders.api.urls routes the declared methods here.

@@ -2,7 +2,7 @@
 Times are ISO 8601 in UTC (`...Z`), whatever TIME_ZONE the admin shows."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from inventory.domain import price_text
@@ -12,11 +12,11 @@ from orders.selectors import VIEW_FIELDS, OrderView
 def iso_utc(moment: datetime | None) -> str | None:
     if moment is None:
         return None
-    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def iso_ms(ms: int) -> str:
-    return iso_utc(datetime.fromtimestamp(ms / 1000, tz=timezone.utc))
+    return iso_utc(datetime.fromtimestamp(ms / 1000, tz=UTC))
 
 
 def order_body(view: OrderView) -> dict:

@@ -1,8 +1,7 @@
 from django.conf import settings
 
 from core.api import routes
-from orders.api import declarations as api
-from orders.api import lean, views, webhook
+from orders.api import declarations as api, lean, views, webhook
 
 # Each declared operation and its handler; any other method is 405.
 HANDLERS = {

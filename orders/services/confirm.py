@@ -9,10 +9,10 @@ reservations in Redis. Delivery is at least once; a reservation decided before
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Callable, Sequence
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -20,15 +20,15 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from core import db
-from core.retry import is_transient, until_done
 from core.redis.errors import RedisError
+from core.retry import is_transient, until_done
 from inventory import selectors as inventory_selectors
+from inventory.domain import Reservation, price_of
+from inventory.messages.names import CONFIRM_KIND
+from inventory.models import ReservationDecision
 from inventory.redis import gate
 from inventory.redis.keys import Hold
-from inventory.messages.names import CONFIRM_KIND
-from inventory.domain import Reservation, price_of
 from inventory.services.dead_letters import dead_letter_record
-from inventory.models import ReservationDecision
 from inventory.services.decisions import DecisionRecord, reservation_decisions_record
 from inventory.services.locks import skus_lock
 from inventory.services.stock import stock_confirm_take
@@ -162,7 +162,7 @@ def _epoch_ms(dt: datetime | None) -> int:
 
 
 def _from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=dt_timezone.utc)
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 def confirm_in_mysql(*, sku_id: str, batch: Sequence[Reservation]) -> Decision:
@@ -263,13 +263,10 @@ def reservations_confirm(*, reservations: Sequence[Reservation],
     by_sku: dict[str, dict[str, Reservation]] = {}
     for r in reservations:
         by_sku.setdefault(r.sku_id, {})[r.order_id] = r
-    outcomes = []
     size = settings.SECKILL_CONFIRM_BATCH
-    for sku_id, own in by_sku.items():
-        items = list(own.values())
-        for i in range(0, len(items), size):
-            outcomes.append(_confirm_batch(sku_id, items[i:i + size], idle))
-    return outcomes
+    batches = [(sku_id, list(own.values())) for sku_id, own in by_sku.items()]
+    return [_confirm_batch(sku_id, items[i:i + size], idle)
+            for sku_id, items in batches for i in range(0, len(items), size)]
 
 
 def _confirm_batch(sku_id: str, own: list[Reservation], idle) -> ConfirmOutcome:

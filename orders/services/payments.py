@@ -39,7 +39,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import (
-    AlreadyPaid, BadSignature, NotPayable, NotYet, PaymentByProvider, PaymentIdReused, Unavailable,
+    AlreadyPaid,
+    BadSignature,
+    NotPayable,
+    NotYet,
+    PaymentByProvider,
+    PaymentIdReused,
+    Unavailable,
 )
 from core.metrics import payment_refund_counted
 from core.redis.errors import RedisError

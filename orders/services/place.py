@@ -1,10 +1,12 @@
 """The purchase path: Redis and RabbitMQ only, no MySQL unless the publish fails."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
+from typing import NoReturn
 
 from django.conf import settings
 
@@ -12,18 +14,23 @@ from accounts import token_cache
 from accounts.token_cache import KeyClaim
 from core import admission
 from core.errors import (
-    IdempotencyKeyReused, LimitReached, SaleNotActive, SkuNotFound, SoldOut, Unavailable,
+    IdempotencyKeyReused,
+    LimitReached,
+    SaleNotActive,
+    SkuNotFound,
+    SoldOut,
+    Unavailable,
 )
 from core.redis.calls import run_together
 from core.redis.errors import NotSent, RedisError, ShardDown
-from inventory.messages import group_publisher
 from inventory.domain import Reservation, order_tag
+from inventory.messages import group_publisher
+from inventory.models import ReservationDecision
 from inventory.redis import gate
 from inventory.redis.gate import ReserveResult
 from inventory.redis.keys import Reserve, UndoOutcome
-from inventory.services.snapshots import Warm, stock_warm
-from inventory.models import ReservationDecision
 from inventory.services.decisions import reservation_undo_record
+from inventory.services.snapshots import Warm, stock_warm
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +164,25 @@ def _reserve_again(click: _Click, claim: KeyClaim) -> PlacedOrder | _Retired | _
     return _answer(click, claim.order_id, result)
 
 
+def _refuse(click: _Click, result: ReserveResult) -> NoReturn:
+    """Raise the refusal the gate's code stands for (nothing was taken)."""
+    if result.code is Reserve.KEY_REUSED:
+        raise IdempotencyKeyReused(order_id=result.order_id)
+    if result.code is Reserve.SOLD_OUT:
+        if result.value <= 0 and result.epoch <= MEMO_EPOCH:
+            _sold_out_until[click.sku_id] = time.monotonic() + settings.SECKILL_SOLD_OUT_MEMO_SECONDS
+        raise SoldOut(sku_id=click.sku_id, available=result.value)
+    if result.code is Reserve.LIMIT_REACHED:
+        raise LimitReached(sku_id=click.sku_id, held=result.value, limit=result.limit)
+    if result.code is Reserve.NOT_ACTIVE:
+        raise SaleNotActive(sku_id=click.sku_id)
+    if result.code is Reserve.UNKNOWN_SKU:
+        raise SkuNotFound(sku_id=click.sku_id)
+    # FENCED: Redis lost this SKU and its rebuild waits behind the broker;
+    # NOT_WARMED right after a warm: Redis is losing data. Nothing was taken.
+    raise Unavailable()
+
+
 def _answer(click: _Click, order_id: str, result: ReserveResult) -> PlacedOrder | _Deciding:
     """What the gate's answer means for the request: a 202 (published), a
     replay of the key's order, a wait for the first request, or a refusal."""
@@ -176,25 +202,6 @@ def _answer(click: _Click, order_id: str, result: ReserveResult) -> PlacedOrder 
     # Refused: the key claims nothing, so the client may fix the body and retry.
     _forget(click, order_id)
     _refuse(click, result)
-
-
-def _refuse(click: _Click, result: ReserveResult):
-    """Raise the refusal the gate's code stands for (nothing was taken)."""
-    if result.code is Reserve.KEY_REUSED:
-        raise IdempotencyKeyReused(order_id=result.order_id)
-    if result.code is Reserve.SOLD_OUT:
-        if result.value <= 0 and result.epoch <= MEMO_EPOCH:
-            _sold_out_until[click.sku_id] = time.monotonic() + settings.SECKILL_SOLD_OUT_MEMO_SECONDS
-        raise SoldOut(sku_id=click.sku_id, available=result.value)
-    if result.code is Reserve.LIMIT_REACHED:
-        raise LimitReached(sku_id=click.sku_id, held=result.value, limit=result.limit)
-    if result.code is Reserve.NOT_ACTIVE:
-        raise SaleNotActive(sku_id=click.sku_id)
-    if result.code is Reserve.UNKNOWN_SKU:
-        raise SkuNotFound(sku_id=click.sku_id)
-    # FENCED: Redis lost this SKU and its rebuild waits behind the broker;
-    # NOT_WARMED right after a warm: Redis is losing data. Nothing was taken.
-    raise Unavailable()
 
 
 def _warm_and_reserve(click: _Click, order_id: str) -> ReserveResult:
@@ -297,7 +304,6 @@ def _never_sent(exc: Exception) -> bool:
 
 
 def _forget(click: _Click, order_id: str) -> None:
-    try:
+    # Without Redis, a stale claim sends that key's retries through the gate, which answers them.
+    with contextlib.suppress(RedisError):
         token_cache.key_forget(token=click.token, idempotency_key=click.key, order_id=order_id)
-    except RedisError:
-        pass  # a stale claim sends that key's retries through the gate, which answers them

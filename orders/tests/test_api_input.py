@@ -39,7 +39,7 @@ BAD_BODIES = [
 ]
 
 
-@pytest.mark.parametrize("body,code", BAD_BODIES)
+@pytest.mark.parametrize(("body", "code"), BAD_BODIES)
 def test_bad_body_is_400_and_takes_nothing(api, sku, buyer, body, code):
     body = {k: (sku.sku_id if v == "SKU" else v) for k, v in body.items()}
     r = post(api(buyer[1]), body)
@@ -74,8 +74,8 @@ INVALID_KEYS = [
 ]
 
 
-@pytest.mark.parametrize("key,why", INVALID_KEYS, ids=["empty", "long", "latin", "tab", "cjk", "lead-space",
-                                                        "trail-space", "long-and-latin"])
+@pytest.mark.parametrize(("key", "why"), INVALID_KEYS, ids=["empty", "long", "latin", "tab", "cjk", "lead-space",
+                                                            "trail-space", "long-and-latin"])
 def test_a_present_but_invalid_idempotency_key_says_what_is_wrong(api, sku, buyer, key, why):
     from accounts import token_cache
 

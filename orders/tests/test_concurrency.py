@@ -5,10 +5,10 @@ import uuid
 
 import pytest
 
-from testsupport.http import run_parallel
-from testsupport.stores import assert_balanced, decr_log_by_order, settled
 from inventory.models import InventoryLog
 from orders.models import Order
+from testsupport.http import run_parallel
+from testsupport.stores import assert_balanced, decr_log_by_order, settled
 
 pytestmark = [pytest.mark.worker, pytest.mark.web]
 

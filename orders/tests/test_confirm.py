@@ -6,14 +6,14 @@ import pytest
 from django.conf import settings
 from kombu import Connection, Producer
 
+from core.redis.connection import redis
+from inventory.messages import encoding, names, queues
+from inventory.models import DeadLetter, InventoryLog, Sku
+from inventory.redis import gate, keys as redis_keys, live as redis_live
+from orders.models import Order
 from testsupport import wait_until
 from testsupport.purchase import publish, reserve_direct
 from testsupport.stores import assert_balanced, decr_log_by_order, settled
-from core.redis.connection import redis
-from inventory.messages import encoding, names, queues
-from inventory.redis import gate, keys as redis_keys, live as redis_live
-from inventory.models import DeadLetter, InventoryLog, Sku
-from orders.models import Order
 
 pytestmark = [pytest.mark.worker, pytest.mark.redis_both]
 

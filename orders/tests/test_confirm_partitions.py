@@ -5,6 +5,7 @@ exactly its stock with every 202 an order, a killed active worker costs nothing,
 and the claims fence waits for the copy of every partition."""
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -16,8 +17,8 @@ from kombu import Connection, Consumer
 
 from accounts import token_cache
 from core.redis.shards import shards
-from inventory.messages import broker_probe, encoding, queues
 from inventory.domain import ClaimsFence
+from inventory.messages import broker_probe, encoding, queues
 from inventory.redis import snapshots as redis_snapshots
 from inventory.services.skus import sku_create
 from orders.models import Order
@@ -146,10 +147,8 @@ def test_the_claims_fence_waits_for_the_copy_of_every_partition(partitioned):
             redis_snapshots.fence_list(standing=redis_snapshots.StandingFence(ClaimsFence(shard.tag), token))
 
             def copy_held() -> bool:
-                try:
+                with contextlib.suppress(TimeoutError):
                     conn.drain_events(timeout=0.2)
-                except TimeoutError:
-                    pass
                 return any(encoding.message_decode(m.body, m.headers).fences for m in held)
 
             wait_until(copy_held, timeout=20, what="partition 2's copy of the claims fence")

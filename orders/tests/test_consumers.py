@@ -9,16 +9,16 @@ from django.conf import settings
 from django.db import connection
 
 from benchmarks.faults import mariadb_restart, redis_start_empty, redis_stop
+from core.redis.connection import redis
+from inventory.models import DeadLetter, InventoryLog, Sku
+from inventory.redis import gate, keys as redis_keys, snapshots as redis_snapshots
+from orders.models import Order
 from testsupport import wait_until
 from testsupport.faults import RowHold, rabbitmq_restart, sell_during
 from testsupport.http import accepted_ids, sell
 from testsupport.processes import start_worker
 from testsupport.purchase import publish, rebuild_lost, reserve_direct
 from testsupport.stores import assert_balanced, rabbitmq_queue, settled
-from core.redis.connection import redis
-from inventory.redis import gate, keys as redis_keys, snapshots as redis_snapshots
-from inventory.models import DeadLetter, InventoryLog, Sku
-from orders.models import Order
 
 # The broker's, the worker's and MySQL's faults are the same on either kind of
 # Redis: on one Redis only, but for a batch split in the consumer, which holds,

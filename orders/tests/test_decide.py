@@ -3,7 +3,13 @@ from __future__ import annotations
 
 from inventory.domain import Reservation
 from orders.services.confirm import (
-    CLOSED_REFUSAL, KEY_REFUSAL, LIMIT_REFUSAL, STALE_REFUSAL, STOCK_REFUSAL, SaleState, decide,
+    CLOSED_REFUSAL,
+    KEY_REFUSAL,
+    LIMIT_REFUSAL,
+    STALE_REFUSAL,
+    STOCK_REFUSAL,
+    SaleState,
+    decide,
 )
 
 

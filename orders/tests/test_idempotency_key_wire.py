@@ -46,7 +46,7 @@ def buy_raw(port: int, token: str, sku_id: str, key: bytes | None) -> tuple[int,
 GRANIAN_NON_ASCII = "outside visible ASCII, U+0021 to U+007E, may reach the server as empty"
 
 
-@pytest.mark.parametrize("key,why,under_granian", [
+@pytest.mark.parametrize(("key", "why", "under_granian"), [
     ("Kéy".encode(), "outside visible ASCII (U+0021 to U+007E) at position 2", GRANIAN_NON_ASCII),
     ("订单-1".encode(), "outside visible ASCII (U+0021 to U+007E) at position 1", GRANIAN_NON_ASCII),
     (b"k" * 65, "is 65 characters long, over the limit of 64", "is 65 characters long, over the limit of 64"),

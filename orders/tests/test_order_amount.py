@@ -10,17 +10,17 @@ from decimal import Decimal
 
 import pytest
 
-from testsupport.http import place, post_order
-from testsupport.purchase import publish, reserve_direct
-from testsupport.stores import confirmed
 from inventory import signing
-from inventory.messages import encoding, names
 from inventory.domain import Reservation, order_tag, price_of, price_text
+from inventory.messages import encoding, names
 from inventory.models import Sku
 from inventory.redis import gate
 from inventory.redis.keys import sku_keys
 from inventory.services.skus import sku_update
 from orders.models import Order
+from testsupport.http import place, post_order
+from testsupport.purchase import publish, reserve_direct
+from testsupport.stores import confirmed
 
 pytestmark = pytest.mark.redis_both
 

@@ -16,11 +16,11 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
+from inventory.redis import live as redis_live
+from orders.models import Order
 from testsupport.http import place
 from testsupport.processes import start_web
 from testsupport.stores import confirmed
-from inventory.redis import live as redis_live
-from orders.models import Order
 
 pytestmark = pytest.mark.redis_both
 

@@ -11,13 +11,13 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from inventory.models import InventoryLog, OutboxMessage
+from inventory.redis import gate, live as redis_live
+from orders.models import Order
+from orders.services import life as services
 from testsupport import wait_until
 from testsupport.http import place as buy
 from testsupport.stores import assert_balanced, confirmed, gives_applied, moves_applied, settled
-from inventory.redis import gate, live as redis_live
-from inventory.models import InventoryLog, OutboxMessage
-from orders.services import life as services
-from orders.models import Order
 
 pytestmark = pytest.mark.worker
 
@@ -148,8 +148,8 @@ def test_give_delivered_twice_restores_once(api, make_sku, make_buyers, worker):
 
 def test_pay_cancel_and_expiry_race_with_one_winner_each(make_sku, make_buyers, worker, live_db):
     """Hundreds of orders; payers, cancellers and expiry sweepers all at once."""
-    from testsupport.purchase import reserve_direct
     from inventory.messages.publisher import publish_confirms
+    from testsupport.purchase import reserve_direct
 
     n = 200
     sku = make_sku(stock=n, per_user_limit=1)
@@ -319,8 +319,8 @@ def test_the_mover_applies_any_number_of_moves_with_the_same_statements(make_sku
     size: payments do not queue behind the row one by one."""
     from django.test.utils import CaptureQueriesContext
 
-    from testsupport.purchase import reserve_direct
     from orders.services.confirm import confirm_in_mysql
+    from testsupport.purchase import reserve_direct
 
     def apply_batch(n: int) -> list[str]:
         sku = make_sku(stock=n, per_user_limit=n)

@@ -21,20 +21,26 @@ from unittest import mock
 from django.db.models import Sum
 from django.utils import timezone
 from hypothesis import HealthCheck, settings, strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
-                                 run_state_machine_as_test)
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from accounts import token_cache
-from testsupport.purchase import fence_reached
+from core.errors import DomainError
 from core.redis.connection import redis
 from inventory.domain import Reservation
-from inventory.redis import gate, snapshots as redis_snapshots
-from core.errors import DomainError
 from inventory.models import InventoryLog, Sku
+from inventory.redis import gate, snapshots as redis_snapshots
 from inventory.services import gives, stock
 from orders.models import Order
 from orders.services import confirm, life, place
 from reconciliation import services as reconciliation
+from testsupport.purchase import fence_reached
 
 FINAL = {"PAID", "CANCELLED", "EXPIRED", "FAILED"}
 STOCK, LIMIT = 6, 2
@@ -150,9 +156,7 @@ class OrderLife(RuleBasedStateMachine):
     def deliver_give(self, i, keep):
         p = self.gives[i % len(self.gives)]
         try:
-            gives.stock_give_apply(sku_id=p["sku_id"], op_id=p["op_id"], quantity=p["quantity"],
-                                   user_id=p["user_id"], total_delta=p["total_delta"],
-                                   frozen_delta=p["frozen_delta"], wait_s=0)
+            gives.stock_gives_apply(gives=[p], wait_s=0)
         except gives.GiveDeferred:
             return  # no snapshot yet: it stays with the broker
         if not keep:

@@ -11,11 +11,11 @@ from unittest import mock
 
 import pytest
 
+from core.redis.errors import RedisError
+from orders.models import Order, PaymentRefund
 from testsupport.payments import PRICE, capture, hook
 from testsupport.purchase import publish, reserve_direct
 from testsupport.stores import assert_balanced, confirmed, moves_applied
-from core.redis.errors import RedisError
-from orders.models import Order, PaymentRefund
 
 pytestmark = pytest.mark.worker
 
@@ -24,8 +24,8 @@ def pid() -> str:
     return f"pay_{uuid.uuid4().hex}"
 
 
-@pytest.mark.parametrize("amount, currency", [("12.49", "CNY"), ("12.51", "CNY"), ("0", "CNY"), (1250, "CNY"),
-                                              ("12.50", "USD"), (12.5, "EUR")])
+@pytest.mark.parametrize(("amount", "currency"), [("12.49", "CNY"), ("12.51", "CNY"), ("0", "CNY"), (1250, "CNY"),
+                                                  ("12.50", "USD"), (12.5, "EUR")])
 def test_a_capture_of_another_amount_or_currency_pays_nothing_and_is_a_refund(pending, webhook_on, amount,
                                                                               currency):
     sku, [(oid, _)] = pending(1)
@@ -44,16 +44,16 @@ def test_a_capture_of_another_amount_or_currency_pays_nothing_and_is_a_refund(pe
     assert (row.locked_stock, row.sold_stock) == (1, 0)
 
 
-@pytest.mark.parametrize("amount, currency", [("12.50", "CNY"), ("12.5", "cny"), (12.5, "CNY"), ("12.50", "Cny")])
+@pytest.mark.parametrize(("amount", "currency"), [("12.50", "CNY"), ("12.5", "cny"), (12.5, "CNY"), ("12.50", "Cny")])
 def test_the_orders_amount_in_any_spelling_pays_it(pending, webhook_on, amount, currency):
     sku, [(oid, _)] = pending(1)
     r = hook(capture(oid, pid(), amount=amount, currency=currency))
     assert r.status_code == 200 and r.json()["outcome"] == "paid", r.content
 
 
-@pytest.mark.parametrize("field, value", [("amount", "-1"), ("amount", "1.001"), ("amount", "1e3"), ("amount", None),
-                                          ("amount", True), ("currency", "CN"), ("currency", "C1Y"),
-                                          ("currency", None)])
+@pytest.mark.parametrize(("field", "value"), [("amount", "-1"), ("amount", "1.001"), ("amount", "1e3"),
+                                              ("amount", None), ("amount", True), ("currency", "CN"),
+                                              ("currency", "C1Y"), ("currency", None)])
 def test_a_capture_without_a_valid_amount_and_currency_is_400_and_records_nothing(pending, webhook_on, field,
                                                                                   value):
     sku, [(oid, _)] = pending(1)

@@ -21,15 +21,15 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from core.errors import BadSignature, NotCancellable
+from inventory.models import Sku
+from inventory.redis import live as redis_live
+from orders.models import Order, PaymentRefund
+from orders.services import life, payments
 from testsupport.factories import unique
 from testsupport.payments import PRICE, SECRET, URL, capture, hook, sign
 from testsupport.processes import start_web
 from testsupport.stores import assert_balanced, gives_applied, moves_applied, settled
-from core.errors import BadSignature, NotCancellable
-from inventory.redis import live as redis_live
-from inventory.models import Sku
-from orders.models import Order, PaymentRefund
-from orders.services import life, payments
 
 pytestmark = pytest.mark.worker
 

@@ -8,13 +8,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from testsupport import wait_until
-from testsupport.http import post_order as buy
-from testsupport.stores import assert_balanced, settled
 from core.redis.connection import redis
 from core.redis.errors import RedisError
 from inventory.redis import gate, keys as redis_keys, live as redis_live
 from orders.models import Order
+from testsupport import wait_until
+from testsupport.http import post_order as buy
+from testsupport.stores import assert_balanced, settled
 
 pytestmark = pytest.mark.redis_both
 
@@ -212,8 +212,8 @@ def test_a_503_stays_true_when_the_broker_delivers_the_message_after_redis_lost_
         api, make_sku, make_buyers, worker):
     """The client was told 503; the broker had the message after all and
     delivers it once Redis has forgotten the release: no order may appear."""
-    from testsupport.purchase import publish, reserve_direct
     from inventory.messages import publisher
+    from testsupport.purchase import publish, reserve_direct
 
     sku = make_sku(stock=3)
     (user, token), = make_buyers(1)
@@ -296,7 +296,7 @@ def test_a_retry_while_the_first_request_is_still_publishing_answers_as_that_req
             prior = token_cache.authorize(token=token, idempotency_key="k").prior
             outcomes[name] = order_place(user_id=user.pk, token=token, sku_id=sku.sku_id, quantity=1,
                                          idempotency_key="k", prior=prior)
-        except Exception as exc:  # noqa: BLE001 - the outcome is what is asserted
+        except Exception as exc:  # the outcome is what is asserted
             outcomes[name] = exc
 
     with mock.patch("inventory.messages.group_publisher.publish_confirm", side_effect=publish):

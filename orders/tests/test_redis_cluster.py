@@ -17,6 +17,7 @@ affected SKU's first 503 answered to its first new 202, and the fault itself
 to that 202 (the pause a buyer sees: the first 503s take a second or two)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -133,10 +134,8 @@ def topology(*, avoid: Node | None = None) -> list[Node]:
     it, flagged "unreachable". The nodes are found from REDIS_URL's seeds and
     the nodes the client knows."""
     seeds = [(h, p) for h, p in settings.REDIS_CLUSTER_NODES]
-    try:
+    with contextlib.suppress(RedisError):
         seeds += [(n.host, n.port) for n in redis().get_nodes()]
-    except RedisError:
-        pass
     view = None
     for host, port in dict.fromkeys(seeds):
         if avoid is None or (host, port) != (avoid.host, avoid.port):
@@ -168,18 +167,14 @@ class Cluster:
         resumes a paused one, waits until every slot is served and every
         replica in sync."""
         for pid in self.paused:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
         self.paused.clear()
         self._up()
         if self._balance():
             self._up()  # the moved replicas in sync
-        try:
+        with contextlib.suppress(RedisError):
             redis().nodes_manager.initialize()
-        except RedisError:
-            pass
 
     def _up(self) -> None:
         done = subprocess.run(["bash", str(ROOT / "scripts" / "cluster"), "up"], cwd=ROOT, capture_output=True,
@@ -605,7 +600,7 @@ def test_the_tokens_master_killed_pauses_its_buyers_until_their_claims_fence_pas
     assert {(c.final()[0], c.final()[1].get("code")) for c in first} == {(503, "unavailable")}, \
         [c.final() for c in first]
     assert redis_live.live_stock(sku_id=sku.sku_id).available == available  # nothing taken
-    t = threading.Thread(target=click_all, args=(web.port, sku.sku_id, kept), kwargs=dict(threads=3, gap_s=0.5))
+    t = threading.Thread(target=click_all, args=(web.port, sku.sku_id, kept), kwargs={"threads": 3, "gap_s": 0.5})
     t.start()
     click_all(web.port, sku.sku_id, lost, threads=6, patience=40)
     t.join()

@@ -25,18 +25,18 @@ import pytest
 from django.db.models import Count
 
 from benchmarks.faults import redis_start_empty, redis_stop
+from core.redis.connection import redis
+from inventory.domain import SkuFence
+from inventory.models import Sku
+from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
+from inventory.services.snapshots import fence_delay_ms
+from orders.models import Order
+from reconciliation.services import reconciliation_run
 from testsupport import wait_until
 from testsupport.http import Http
 from testsupport.processes import start_worker
 from testsupport.purchase import fence_reached, rebuild_lost, reserve_direct
 from testsupport.stores import assert_balanced, instance_key_of, on_cluster, redis_wipe, scripts_flush, settled
-from core.redis.connection import redis
-from inventory.domain import SkuFence
-from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
-from inventory.models import Sku
-from inventory.services.snapshots import fence_delay_ms
-from orders.models import Order
-from reconciliation.services import reconciliation_run
 
 pytestmark = pytest.mark.redis_both
 

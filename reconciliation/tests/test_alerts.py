@@ -26,7 +26,7 @@ class Hook:
         received = self.received = []
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):  # http.server's name
                 received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
                 self.send_response(204)
                 self.end_headers()
@@ -136,7 +136,7 @@ class FailingHook:
 
     def __init__(self) -> None:
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):  # http.server's name
                 self.rfile.read(int(self.headers["Content-Length"]))
                 self.send_response(500)
                 self.end_headers()

@@ -1,7 +1,7 @@
 """The report's chart geometry (pure) and its template include, in-process."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from django.template.loader import render_to_string
@@ -10,7 +10,7 @@ from django.utils import timezone as dj_timezone
 from reconciliation import charts
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
-T0 = datetime(2026, 11, 30, 11, 37, 41, tzinfo=timezone.utc)  # 19:37:41 in Shanghai
+T0 = datetime(2026, 11, 30, 11, 37, 41, tzinfo=UTC)  # 19:37:41 in Shanghai
 
 
 def history() -> dict[str, list[charts.Sample]]:
@@ -34,7 +34,7 @@ def test_time_ticks_are_in_order_on_round_local_times_and_labelled_in_that_zone(
 
 
 def test_time_ticks_carry_the_date_when_the_local_day_changes_and_use_days_for_long_spans():
-    evening = datetime(2026, 11, 30, 15, 0, tzinfo=timezone.utc)  # 23:00 in Shanghai
+    evening = datetime(2026, 11, 30, 15, 0, tzinfo=UTC)  # 23:00 in Shanghai
     labels = [label for _, label in charts.time_ticks(evening, evening + timedelta(hours=2), tz=SHANGHAI)]
     assert labels[0].startswith("11-30 ") and "12-01 00:00" in labels
     long = charts.time_ticks(T0, T0 + timedelta(days=20), tz=SHANGHAI)

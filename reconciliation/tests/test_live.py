@@ -6,13 +6,13 @@ import time
 
 from django.test import Client
 
+from core.redis.connection import redis
+from inventory.models import DeadLetter, Sku
+from inventory.redis import keys as redis_keys, live as redis_live
+from orders.models import Order
 from testsupport import wait_until
 from testsupport.factories import make_staff, unique
 from testsupport.purchase import fence_reached, publish, reserve_direct
-from core.redis.connection import redis
-from inventory.redis import keys as redis_keys, live as redis_live
-from inventory.models import DeadLetter, Sku
-from orders.models import Order
 
 URL = "/admin/dashboard/data.json"
 

@@ -10,14 +10,14 @@ from unittest import mock
 import pytest
 from django.test import override_settings
 
-from testsupport import wait_until
-from testsupport.purchase import reserve_direct
-from testsupport.stores import assert_balanced, settled
 from inventory.messages import publisher
 from inventory.redis import gate, live as redis_live
 from orders.models import Order
 from orders.services.confirm import confirm_in_mysql
 from reconciliation.services import orphans_recover
+from testsupport import wait_until
+from testsupport.purchase import reserve_direct
+from testsupport.stores import assert_balanced, settled
 
 
 @pytest.mark.worker

@@ -8,20 +8,20 @@ import uuid
 import pytest
 from django.db import connection
 
-from testsupport import wait_until
-from testsupport.faults import sell_during
-from testsupport.http import accepted_ids, sell
-from testsupport.purchase import fence_reached, reserve_direct
-from testsupport.stores import assert_balanced, settled
 from core.redis.connection import redis
 from core.redis.errors import RedisError
-from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from inventory.models import InventoryLog, Sku
+from inventory.redis import gate, keys as redis_keys, live as redis_live, snapshots as redis_snapshots
 from orders.models import Order
 from orders.services.confirm import STOCK_REFUSAL
 from reconciliation import services
 from reconciliation.models import Finding, SkuReconciliation
 from reconciliation.services import reconciliation_run
+from testsupport import wait_until
+from testsupport.faults import sell_during
+from testsupport.http import accepted_ids, sell
+from testsupport.purchase import fence_reached, reserve_direct
+from testsupport.stores import assert_balanced, settled
 
 REPAIRS = {Finding.Kind.DRIFT_LOWERED, Finding.Kind.DRIFT_RAISED}
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 from django.test import Client, override_settings
 
-from testsupport.browser import browser_login as login
-from testsupport.factories import make_staff, unique
 from core.redis.connection import redis
 from inventory.redis import keys as redis_keys
 from reconciliation.services import reconciliation_run
+from testsupport.browser import browser_login as login
+from testsupport.factories import make_staff, unique
 
 
 @pytest.mark.browser

@@ -2,20 +2,21 @@
 with labelled charts, in the reader's language and the server's time zone."""
 from __future__ import annotations
 
+import io
 import re
 import time
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from testsupport import ROOT
-from testsupport.browser import browser_login as login, chromium, chromium_quit
-from testsupport.factories import make_staff
-from testsupport.processes import start_web
 from core.redis.connection import redis
 from inventory.redis import keys as redis_keys
 from reconciliation.models import ReconciliationRun, SkuReconciliation
 from reconciliation.services import reconciliation_run
+from testsupport import ROOT
+from testsupport.browser import browser_login as login, chromium, chromium_quit
+from testsupport.factories import make_staff
+from testsupport.processes import start_web
 
 pytestmark = [pytest.mark.browser, pytest.mark.web]
 
@@ -40,7 +41,7 @@ def drifting_history(make_sku) -> tuple[str, list[ReconciliationRun]]:
     redis().hincrby(redis_keys.sku_keys(sku.sku_id).stock, "available", -4)
     runs = [when_free(lambda: reconciliation_run(trigger="command", observe_gap_s=0.05, sku_ids=[sku.sku_id]))
             for _ in range(2)]
-    when_free(lambda: call_command("reconcile", stdout=open("/dev/null", "w")))
+    when_free(lambda: call_command("reconcile", stdout=io.StringIO()))
     runs.append(ReconciliationRun.objects.filter(finished_at__isnull=False).first())
     states = [SkuReconciliation.objects.get(run=r, sku=sku).state for r in runs]
     assert states == ["alert", "repaired", "ok"], states

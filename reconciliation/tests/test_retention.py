@@ -10,18 +10,18 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from testsupport.factories import make_staff
-from testsupport.http import place
-from testsupport.stores import assert_balanced, confirmed, gives_applied, settled
 from inventory.messages import names
-from inventory.redis import keys as redis_keys, liveness, snapshots as redis_snapshots
 from inventory.models import DeadLetter, InventoryLog, OutboxMessage, Sku
+from inventory.redis import keys as redis_keys, liveness, snapshots as redis_snapshots
 from inventory.services import skus
 from orders.models import Order
 from orders.services import life
 from reconciliation import alerts, services
 from reconciliation.models import Alert, Finding, ReconciliationRun, SkuReconciliation
 from reconciliation.tasks import RETENTION_SWEEP_TASK, retention_sweep_task
+from testsupport.factories import make_staff
+from testsupport.http import place
+from testsupport.stores import assert_balanced, confirmed, gives_applied, settled
 
 pytestmark = pytest.mark.worker
 

@@ -15,7 +15,7 @@ celery/worker/consumer/consumer.py):
 """
 from __future__ import annotations
 
-from seckill_site.adapters import require
+from core.adapters import require
 
 WRITTEN_FOR = {"celery": ("5.6.3",), "kombu": ("5.7.0",)}
 require(WRITTEN_FOR, __file__)  # before Celery's modules: a version without them fails here, by name

@@ -9,7 +9,7 @@ it runs, and nothing else.
 """
 from __future__ import annotations
 
-from seckill_site.adapters import require
+from core.adapters import require
 
 WRITTEN_FOR = {"Django": ("5.2.19",)}
 require(WRITTEN_FOR, __file__)  # before Django's handler: another version fails here, by name

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import socket
 
-from seckill_site.adapters import require
+from core.adapters import require
 
 WRITTEN_FOR = {"granian": ("2.8.7",)}
 require(WRITTEN_FOR, __file__)  # before granian's modules: a version without them fails here, by name

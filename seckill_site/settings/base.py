@@ -12,9 +12,17 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import (env_bool, env_int, parse_cluster_credentials, parse_cluster_url, parse_rate, parse_redis_prefix,
-                  parse_retention_days)
 from core.client import parse_trusted_proxies
+
+from .env import (
+    env_bool,
+    env_int,
+    parse_cluster_credentials,
+    parse_cluster_url,
+    parse_rate,
+    parse_redis_prefix,
+    parse_retention_days,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -120,7 +128,7 @@ DATABASES["default"]["TEST"] = {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unic
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 # redis+cluster://host:port[,host:port...] picks a Redis Cluster (core.redis.cluster);
-# redis:// one server through django-redis, as before.
+# redis:// one server through django-redis.
 REDIS_CLUSTER_NODES = parse_cluster_url(REDIS_URL)
 REDIS_CLUSTER_USERNAME, REDIS_CLUSTER_PASSWORD = parse_cluster_credentials(REDIS_URL)
 # Every key the project writes starts with this, so a suite, a benchmark and a
@@ -332,4 +340,4 @@ LOGGING = {
 # settings derive a development one when it is unset).
 SECKILL_TASK_SIGNING_KEY = os.environ.get("SECKILL_TASK_SIGNING_KEY", "")
 
-from .celery import *  # noqa: E402,F401,F403  (the Celery and RabbitMQ layout)
+from .celery import *  # noqa: E402, F403  (the Celery and RabbitMQ layout)

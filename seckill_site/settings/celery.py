@@ -17,7 +17,7 @@ CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "amqp://guest:guest@127.
 CELERY_BROKER_FAILOVER_STRATEGY = "round-robin"
 # The worker retries its connection this many times before it gives up, one
 # node per retry and a pause after each round of them: per node, so that a
-# cluster is waited out about as long as a single broker was (Celery's default 100).
+# cluster is waited out about as long as a single broker is by Celery's default (100).
 CELERY_BROKER_CONNECTION_MAX_RETRIES = 100 * max(1, len([u for u in CELERY_BROKER_URL.split(";") if u.strip()]))
 # A node whose host vanishes closes no socket: the heartbeat is what notices it.
 # Celery's default of 120 s (two missed beats: up to 4 minutes) would leave a
@@ -31,8 +31,8 @@ CELERY_DEAD_LETTER_QUEUE = CELERY_QUEUE + ".dead"
 CELERY_DELIVERY_LIMIT = env_int("SECKILL_DELIVERY_LIMIT", 5)
 SECKILL_CONFIRM_QUEUE = CELERY_QUEUE + ".confirm"
 # The confirm stream in partitions by SKU (inventory.messages.queues.partition_of):
-# partition 0 is SECKILL_CONFIRM_QUEUE itself, so 1 (the default) is the single
-# queue of before and going to N keeps what is in it; partition k>0 is
+# partition 0 is SECKILL_CONFIRM_QUEUE itself, so 1 (the default) is that one
+# queue and going to N keeps what is in it; partition k>0 is
 # "<SECKILL_CONFIRM_QUEUE>.<k>". Each worker consumes every partition (one
 # thread and connection each); each queue has one active consumer.
 SECKILL_CONFIRM_PARTITIONS = max(1, env_int("SECKILL_CONFIRM_PARTITIONS", 1))
@@ -75,13 +75,13 @@ CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = False
 # consumer): a small prefetch.
 CELERY_WORKER_PREFETCH_MULTIPLIER = env_int("SECKILL_WORKER_PREFETCH", 4)
 # Threads, not prefork: a task is a few Redis and MySQL round trips, and
-# prefork's per-task hand-off to a child process cost more CPU than the task.
+# prefork's per-task hand-off to a child process costs more CPU than the task.
 CELERY_WORKER_POOL = os.environ.get("SECKILL_WORKER_POOL", "threads")
 # Cancelling the tasks that run when the broker connection drops needs a pool
 # that can kill a job: the threads pool cannot, and Celery then ends the whole
-# worker ("does not implement kill_job", celery/celery#7185 and #10490; the
-# fault matrix hit it). With threads a running task finishes, its ack is lost
-# with the channel, the broker delivers it again, and every task is idempotent.
+# worker ("does not implement kill_job", celery/celery#7185 and #10490). With
+# threads a running task finishes, its ack is lost with the channel, the broker
+# delivers it again, and every task is idempotent.
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = CELERY_WORKER_POOL == "prefork"
 CELERY_WORKER_CONCURRENCY = env_int("SECKILL_WORKER_CONCURRENCY", 4)
 CELERY_TASK_IGNORE_RESULT = True

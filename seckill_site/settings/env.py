@@ -55,7 +55,7 @@ def _improper(message: str):
 
 def parse_cluster_url(url: str) -> list[tuple[str, int]]:
     """The seed nodes of `redis+cluster://[user:password@]host:port[,host:port...][/0]`;
-    [] for any other URL (one Redis, as before). A cluster has database 0 only."""
+    [] for any other URL (one Redis). A cluster has database 0 only."""
     if not url.startswith(CLUSTER_SCHEME):
         return []
     rest = url[len(CLUSTER_SCHEME):]

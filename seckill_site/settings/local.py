@@ -1,6 +1,6 @@
 """Developer machine and the one-command demo: loopback servers, a fixed dev
 secret, demo users."""
-from .base import *  # noqa: F401,F403
+from .base import *  # noqa: F403
 from .env import derive_signing_key
 
 SECRET_KEY = SECRET_KEY or "dev-only-insecure-secret-key-change-me"  # noqa: F405

@@ -4,7 +4,7 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .base import *  # noqa: F401,F403
+from .base import *  # noqa: F403
 from .env import env_bool, env_int
 
 REQUIRED = ("DJANGO_SECRET_KEY", "SECKILL_TASK_SIGNING_KEY", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL")

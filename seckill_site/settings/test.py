@@ -9,6 +9,6 @@ os.environ.setdefault("DATABASE_URL", "mysql://root:@127.0.0.1:3306/seckill")
 # checks (and the web servers they start inherit this).
 os.environ.setdefault("SECKILL_BENCH_ENDPOINTS", "1")
 
-from .local import *  # noqa: E402,F401,F403
+from .local import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

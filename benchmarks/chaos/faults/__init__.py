@@ -3,7 +3,7 @@ Redis Cluster's (redis_cluster) and those of several hosts (hosts). Each takes
 the run's Context, lands mid-sale, and returns once it is over."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from benchmarks.chaos.context import Context
 from benchmarks.chaos.faults import hosts, one_host, redis_cluster

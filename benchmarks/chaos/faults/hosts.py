@@ -11,7 +11,7 @@ of the run (before a second RabbitMQ node fault of the same run, the killed
 node is started again first: two nodes down of three is a lost majority)."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from benchmarks.chaos.context import Context
 from benchmarks.chaos.nodes import RabbitNodes

@@ -5,10 +5,11 @@ process restarted, a server back); worker-down instead stops the worker before
 the sale starts and starts it after (the run does both)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from benchmarks import faults as servers
 from benchmarks.chaos.context import Context, clock, inflight
@@ -73,10 +74,8 @@ def web_kill(ctx: Context) -> None:
         if not web.alive:
             continue
         for pid in web.children():
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
     ctx.stack.wait_webs()
 
 

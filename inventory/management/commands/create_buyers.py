@@ -31,9 +31,8 @@ class Command(BaseCommand):
                 if not all(u.pk for u in users):  # MariaDB returns no ids from bulk inserts
                     users = list(User.objects.filter(username__startswith=f"{prefix}-{batch}-")
                                  .exclude(auth_token__isnull=False).order_by("pk"))
-                for user in users:
-                    # One save per token so the Redis token record is written too.
-                    tokens.append(Token.objects.create(user=user).key)
+                # One save per token so the Redis token record is written too.
+                tokens.extend(Token.objects.create(user=user).key for user in users)
             if len(tokens) == count or time.monotonic() - shown >= 1:
                 shown = time.monotonic()
                 self.stderr.write(f"{len(tokens)}/{count} buyers", style_func=str)
