@@ -144,8 +144,11 @@ def mariadb_stop() -> None:
 
 
 def mariadb_start() -> None:
-    subprocess.run(["start-stop-daemon", "--start", "--oknodo", "--background", "--exec", "/usr/sbin/mariadbd",
-                    "--", "--user=mysql"], check=True, timeout=30)
+    # The server of its pid file only: --exec alone counts any mariadbd as this one
+    # running, a node of a local database cluster (bash scripts/cluster) too.
+    subprocess.run(["start-stop-daemon", "--start", "--oknodo", "--background", "--pidfile",
+                    "/run/mysqld/mysqld.pid", "--exec", "/usr/sbin/mariadbd", "--", "--user=mysql"], check=True,
+                   timeout=30)
     _wait(mariadb_ping, 60, "MariaDB")
 
 

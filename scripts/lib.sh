@@ -63,7 +63,10 @@ ensure_mariadb() {
     fi
     log "starting MariaDB"
     mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
-    start-stop-daemon --start --oknodo --background --exec "$(command -v mariadbd || command -v mysqld)" -- --user=mysql --bind-address=127.0.0.1
+    # the server of its pid file only: any mariadbd counts for --exec alone, a node of
+    # the local database cluster (bash scripts/cluster) too, which is no reason to stay down
+    start-stop-daemon --start --oknodo --background --pidfile /run/mysqld/mysqld.pid \
+      --exec "$(command -v mariadbd || command -v mysqld)" -- --user=mysql --bind-address=127.0.0.1
     wait_port 3306 MariaDB 60
   fi
   mariadb_url -e "SELECT 1" >/dev/null 2>&1 && return 0
