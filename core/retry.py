@@ -1,9 +1,11 @@
 """Which failures are worth waiting out, and the loops that wait them out.
 
-Only a store being away or busy is transient: a deadlock (1213), a lock-wait
-timeout (1205), a lost or refused connection, a server shutting down, Redis
-unreachable. Everything else (a packet too large, a constraint, a bug) fails
-the same way every time, so retrying it forever would wedge the consumer; the
+Only a store being away or busy is transient: a deadlock (1213, also how a
+Galera node reports a certification failure at commit), a lock-wait timeout
+(1205), a lost or refused connection, a server shutting down, a Galera node
+that is not part of the primary component (1047), Redis unreachable.
+Everything else (a packet too large, a constraint, a bug) fails the same way
+every time, so retrying it forever would wedge the consumer; the
 callers split such a batch and set the bad part aside instead.
 """
 from __future__ import annotations
@@ -25,8 +27,10 @@ MYSQL_DEADLOCK, MYSQL_LOCK_WAIT_TIMEOUT = 1213, 1205
 # Lock conflicts: the same transaction will likely pass on the next try.
 MYSQL_CONFLICT = {MYSQL_DEADLOCK, MYSQL_LOCK_WAIT_TIMEOUT}
 # The server is away: connection refused or lost, gone away, shutting down,
-# too many connections, connection killed.
-MYSQL_AWAY = {1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031}
+# too many connections, connection killed, a Galera node not ready for queries
+# (1047 WSREP_NOT_READY: it left the primary component; the front moves on).
+MYSQL_NOT_READY = 1047
+MYSQL_AWAY = {1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055, 4031, MYSQL_NOT_READY}
 
 
 def mysql_code(exc: BaseException) -> int | None:
@@ -42,18 +46,47 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
-def with_mysql_retry(fn: Callable[[], T], *, attempts: int = 6) -> T:
-    """Run a transaction again on deadlock or lock-wait timeout, with jittered
-    backoff (request paths: a few tries, then the error surfaces)."""
-    for attempt in range(1, attempts + 1):
+def with_mysql_retry(fn: Callable[[], T], *, attempts: int = 6, away_s: float | None = None) -> T:
+    """Run a statement or transaction again when it may pass on the next try.
+
+    A lock conflict (deadlock, lock-wait timeout, a Galera certification
+    failure) is tried again with jittered backoff, `attempts` times in all. A
+    server that is away (connection lost or refused, a node not ready) is
+    waited out on a fresh connection for up to `away_s` seconds
+    (SECKILL_DB_RETRY_SECONDS): the database front moves to a synced node in a
+    few seconds. A lost connection may have lost only the answer of a COMMIT
+    that took effect, so `fn` must be harmless when run twice: each caller's
+    statement is conditional or keyed (docs/failures.md, "A lost commit").
+    Inside a caller's transaction nothing is retried: the transaction is gone
+    with its connection, and only the caller can start it over."""
+    from django.conf import settings
+
+    budget = settings.SECKILL_DB_RETRY_SECONDS if away_s is None else away_s
+    give_up_at = None
+    conflicts = 0
+    while True:
         try:
             return fn()
-        except OperationalError as exc:
-            if mysql_code(exc) not in MYSQL_CONFLICT or attempt == attempts:
+        except (OperationalError, InterfaceError) as exc:
+            code = mysql_code(exc)
+            if connection.in_atomic_block:
                 raise
-            logger.warning("mysql %s, retrying (attempt %d)", mysql_code(exc), attempt)
-            time.sleep(min(0.5, 0.01 * 2**attempt) * (0.5 + random.random()))
-    raise AssertionError("unreachable")
+            if isinstance(exc, OperationalError) and code in MYSQL_CONFLICT:
+                conflicts += 1
+                if conflicts >= attempts:
+                    raise
+                logger.warning("mysql %s, retrying (attempt %d)", code, conflicts)
+                time.sleep(min(0.5, 0.01 * 2**conflicts) * (0.5 + random.random()))
+                continue
+            if not is_transient(exc):
+                raise
+            now = time.monotonic()
+            give_up_at = give_up_at if give_up_at is not None else now + budget
+            if now >= give_up_at:
+                raise
+            logger.warning("mysql away (%s), waiting on a fresh connection", code)
+            _drop_mysql_connection()
+            time.sleep(min(0.5, max(0.05, give_up_at - now)) * (0.5 + random.random() / 2))
 
 
 def until_done(fn: Callable[[], T], *, attempts: int | None = None, idle: Callable[[], None] | None = None,

@@ -5,7 +5,7 @@ from django.utils.html import format_html
 
 from inventory.admin import ReadOnlyAdmin
 from inventory.resources import ViewerExportMixin
-from reconciliation import services
+from reconciliation import lease, services
 from reconciliation.models import Finding, ReconciliationRun, SkuReconciliation
 from reconciliation.resources import FindingResource, SkuReconciliationResource
 
@@ -62,7 +62,7 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
             return redirect("admin:reconciliation_reconciliationrun_changelist")
         try:
             run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.ADMIN)
-        except services.ReconciliationBusy:
+        except lease.ReconciliationBusy:
             messages.warning(request, "Another reconciliation run is going on; its report will appear here.")
             return redirect("admin:reconciliation_reconciliationrun_changelist")
         messages.success(request, f"Run #{run.pk}: {run.skus_checked} SKU(s), {run.skus_drifting} drifting, "

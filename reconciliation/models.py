@@ -116,3 +116,22 @@ class Alert(models.Model):
     def __str__(self) -> str:
         return f"alert {self.pk}: " + (f"finding {self.finding_id}" if self.finding_id else
                                        f"dead letter {self.dead_letter_id}")
+
+
+class RunLease(models.Model):
+    """Who may run reconciliation now, and until when (reconciliation.lease).
+
+    A row, not a MariaDB named lock: on a Galera cluster such a lock holds on the
+    one node that took it, so after the front moves to another node a second
+    run could start beside the first. A row's update is replicated and
+    certified like any other write, whichever node takes it."""
+    name = models.CharField(verbose_name=_("name"), max_length=64, primary_key=True)
+    holder = models.CharField(verbose_name=_("holder"), max_length=64, blank=True, default="")
+    expires_at = models.DateTimeField(verbose_name=_("expires at"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("run lease")
+        verbose_name_plural = _("run leases")
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.holder or 'free'}"

@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from core.redis.errors import RedisError
@@ -24,6 +23,7 @@ from inventory.services.skus import sku_sale_data_push
 from inventory.services.snapshots import Warm, stock_warm
 from orders.services.confirm import reservations_settle_known
 from reconciliation import alerts, selectors
+from reconciliation.lease import Lease, run_lease
 from reconciliation.models import Finding, ReconciliationRun, SkuReconciliation
 
 logger = logging.getLogger(__name__)
@@ -146,50 +146,21 @@ def sku_measure(*, sku_id: str) -> Measure | None:
     return Measure(sku, seen.available, in_flight, unapplied, frozen, version.version if version else None)
 
 
-class ReconciliationBusy(Exception):
-    """Another reconciliation run holds the lock."""
-
-
-def _lock_name() -> str:
-    # A named lock is server-wide: the database's name keeps two deployments
-    # (or test runs) on one MariaDB server from blocking each other.
-    return f"seckill:reconciliation:{connection.settings_dict['NAME']}"[:64]
-
-
-@contextmanager
-def _run_lock():
-    """One run at a time across processes (beat, the admin button, the command):
-    a MySQL named lock, released by the server if the process dies."""
-    with connection.cursor() as cur:
-        cur.execute("SELECT GET_LOCK(%s, 0)", [_lock_name()])
-        got = cur.fetchone()[0] == 1
-    if not got:
-        raise ReconciliationBusy("another reconciliation is running")
-    try:
-        yield
-    finally:
-        try:
-            with connection.cursor() as cur:
-                cur.execute("SELECT RELEASE_LOCK(%s)", [_lock_name()])
-        except Exception:  # connection lost: the server released it already
-            pass
-
-
 def reconciliation_run(*, trigger: str, observe_gap_s: float = 0.3,
                        sku_ids: list[str] | None = None) -> ReconciliationRun:
     """Compare, recover, repair, and record. Safe during a live sale: it repairs
     only a drift seen twice, lowers Redis at once, and raises it only when the
     previous run saw the same shortfall. Raises ReconciliationBusy when another
     run is going on."""
-    with _run_lock():
-        run = _run(trigger=trigger, observe_gap_s=observe_gap_s, sku_ids=sku_ids)
+    with run_lease() as lease:
+        run = _run(trigger=trigger, observe_gap_s=observe_gap_s, sku_ids=sku_ids, lease=lease)
     # After the findings are committed and outside the run lock: a slow mail
     # server delays no run, and an alert is sent once (reconciliation.alerts).
     transaction.on_commit(lambda: alerts.alerts_send(run_id=run.pk))
     return run
 
 
-def _run(*, trigger: str, observe_gap_s: float, sku_ids: list[str] | None) -> ReconciliationRun:
+def _run(*, trigger: str, observe_gap_s: float, sku_ids: list[str] | None, lease: Lease) -> ReconciliationRun:
     run = ReconciliationRun.objects.create(trigger=trigger)
     findings: list[Finding] = []
     try:
@@ -206,7 +177,7 @@ def _run(*, trigger: str, observe_gap_s: float, sku_ids: list[str] | None) -> Re
                                     detail=f"{len(sweep.settled)} reservation(s) MySQL had decided settled in Redis"))
         findings += _resend_stale_gives(run)
         findings += _cancel_stale_freezes(run)
-        findings += _reconcile_each(run, live, observe_gap_s)
+        findings += _reconcile_each(run, live, observe_gap_s, lease)
         dead = selectors.dead_letters_count()
         if dead:
             findings.append(Finding(run=run, kind=Finding.Kind.DEAD_LETTERS, mysql_value=dead,
@@ -223,15 +194,18 @@ def _run(*, trigger: str, observe_gap_s: float, sku_ids: list[str] | None) -> Re
     return run
 
 
-def _reconcile_each(run: ReconciliationRun, sku_ids: list[str], gap_s: float) -> list[Finding]:
+def _reconcile_each(run: ReconciliationRun, sku_ids: list[str], gap_s: float, lease: Lease) -> list[Finding]:
     """Every SKU in its own try: one that fails (its shard down, an id made
     before the SKU-id alphabet that a Redis Cluster refuses) is logged and
-    named in the run's error, and the others are still reconciled."""
+    named in the run's error, and the others are still reconciled. The lease
+    is renewed before each SKU: a run that lost it stops (LeaseLost) before it
+    measures or repairs anything more."""
     findings: list[Finding] = []
     failed: dict[str, str] = {}
     for sku_id in sku_ids:
+        lease.hold()
         try:
-            findings += _reconcile_sku(run, sku_id, gap_s)
+            findings += _reconcile_sku(run, sku_id, gap_s, lease)
         except Exception as exc:
             logger.exception("reconciliation run %s: SKU %s not reconciled", run.pk, sku_id)
             failed[sku_id] = repr(exc)
@@ -267,7 +241,7 @@ def _cancel_stale_freezes(run: ReconciliationRun) -> list[Finding]:
                     detail=f"{resolved} unfinished freeze(s) cancelled")]
 
 
-def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Finding]:
+def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float, lease: Lease | None = None) -> list[Finding]:
     first = sku_measure(sku_id=sku_id)
     if first is None:
         return []
@@ -302,7 +276,7 @@ def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Fi
     observation = uuid.uuid4().hex[:12]
     if second.drift > 0:
         # Redis above the truth could sell what MySQL does not have: lower now.
-        _repair(run, sku_id, -d, why, observation)
+        _repair(run, sku_id, -d, why, observation, lease)
         _row(run, second, SkuReconciliation.State.REPAIRED)
         return [Finding(run=run, sku_id=sku_id, kind=Finding.Kind.DRIFT_LOWERED, repaired=True, **values,
                         detail=f"lowered by {d}: {why}"[:255])]
@@ -311,7 +285,7 @@ def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Fi
                                                                           SkuReconciliation.State.ALERT):
         # The same shortfall in the previous run and twice now: proof enough.
         d = min(d, abs(previous.drift))
-        _repair(run, sku_id, d, why, observation)
+        _repair(run, sku_id, d, why, observation, lease)
         _row(run, second, SkuReconciliation.State.REPAIRED)
         return [Finding(run=run, sku_id=sku_id, kind=Finding.Kind.DRIFT_RAISED, repaired=True, **values,
                         detail=f"raised by {d}: {why}"[:255])]
@@ -320,10 +294,14 @@ def _reconcile_sku(run: ReconciliationRun, sku_id: str, gap_s: float) -> list[Fi
                     detail=f"Redis {d} below MySQL; raised only if the next run sees it too: {why}"[:255])]
 
 
-def _repair(run: ReconciliationRun, sku_id: str, delta: int, why: str, observation: str) -> None:
+def _repair(run: ReconciliationRun, sku_id: str, delta: int, why: str, observation: str,
+            lease: Lease | None = None) -> None:
     """One idempotent change in Redis, keyed by run, SKU and observation (a call
     repeated after a lost reply applies once), and its REPAIR log row: made by
-    inventory, which owns both (stock_repair)."""
+    inventory, which owns both (stock_repair). The lease is renewed first, so a
+    run another one took over makes no repair from its stale measure."""
+    if lease is not None:
+        lease.hold()
     stock_services.stock_repair(sku_id=sku_id, repair_id=f"repair:{run.pk}:{sku_id}:{observation}", delta=delta,
                                 why=why, actor="reconciliation")
     logger.warning("reconciliation %s repaired %s by %+d (%s)", run.pk, sku_id, delta, why)

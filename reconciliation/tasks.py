@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from inventory.sweeps import sweep_task
-from reconciliation import alerts, retention, services
+from reconciliation import alerts, lease, retention, services
 from reconciliation.models import ReconciliationRun
 
 # Names of the sweeps beat sends (reconciliation.schedule stores them in its rows).
@@ -24,7 +24,7 @@ def orphans_recover_task() -> dict:
 def reconcile_task() -> dict:
     try:
         run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.BEAT)
-    except services.ReconciliationBusy:
+    except lease.ReconciliationBusy:
         return {"skipped": "another run is going on"}
     return {"run": run.pk, "repairs": run.repairs, "alerts": run.alerts}
 

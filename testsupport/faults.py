@@ -81,3 +81,63 @@ def rabbitmq_restart() -> None:
     from benchmarks.faults import rabbitmq_restart as restart
 
     restart()
+
+
+class AnswersLost:
+    """The server does the work and the client never hears of it: after a
+    statement whose SQL contains `statement` ran (in autocommit: committed), or
+    after a COMMIT when `commits`, this thread's connection is closed and the
+    caller gets `code` (2013, lost connection) instead of the answer, `times`
+    times. What a writer meets when its node dies mid-COMMIT or the database
+    front moves to another node. `.lost` counts the answers it took away."""
+
+    def __init__(self, *, statement: str | None = None, commits: bool = False, times: int = 1,
+                 code: int = 2013) -> None:
+        import threading
+
+        self.statement, self.commits, self.left, self.code = statement, commits, times, code
+        self.lost = 0
+        self._thread = threading.get_ident()
+
+    def _take(self) -> bool:
+        import threading
+
+        if self.left <= 0 or threading.get_ident() != self._thread:
+            return False
+        self.left -= 1
+        self.lost += 1
+        return True
+
+    def _fail(self, conn):
+        from django.db import OperationalError
+
+        conn.close()
+        return OperationalError(self.code, "Lost connection to server during query (a test's fault)")
+
+    def __enter__(self):
+        import contextlib
+        from unittest import mock
+
+        from django.db import connection, connections
+
+        self._stack = contextlib.ExitStack()
+        if self.statement is not None:
+            def wrapper(execute, sql, params, many, context):
+                result = execute(sql, params, many, context)
+                if self.statement in sql and connection.get_autocommit() and self._take():
+                    raise self._fail(context["connection"])
+                return result
+            self._stack.enter_context(connection.execute_wrapper(wrapper))
+        if self.commits:
+            backend = type(connections["default"])
+            real = backend._commit
+
+            def commit(conn):
+                real(conn)
+                if self._take():
+                    raise self._fail(conn)
+            self._stack.enter_context(mock.patch.object(backend, "_commit", commit))
+        return self
+
+    def __exit__(self, *exc):
+        self._stack.close()

@@ -103,6 +103,15 @@ def live_db(django_db_setup, django_db_blocker):
         yield
 
 
+def database_url(db: dict) -> str:
+    """The DATABASE_URL a spawned process needs to reach the database this
+    test session uses (the single server, or the cluster's front)."""
+    from urllib.parse import quote
+
+    auth = quote(db["USER"] or "root", safe="") + (":" + quote(db["PASSWORD"], safe="") if db["PASSWORD"] else ":")
+    return f"mysql://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 3306}/{db['NAME']}"
+
+
 @pytest.fixture(scope="session")
 def process_env(django_db_setup, django_db_blocker) -> dict[str, str]:
     from django.conf import settings
@@ -114,7 +123,7 @@ def process_env(django_db_setup, django_db_blocker) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         DJANGO_SETTINGS_MODULE="seckill_site.settings.test",
-        DATABASE_URL=f"mysql://root:@127.0.0.1:3306/{name}",
+        DATABASE_URL=database_url(connection.settings_dict),
         REDIS_URL=settings.REDIS_URL,
         SECKILL_REDIS_PREFIX=settings.SECKILL_REDIS_PREFIX,
         SECKILL_QUEUE=settings.CELERY_QUEUE,
@@ -195,16 +204,25 @@ def worker(process_env):
     proc.stop()
 
 
+@contextlib.contextmanager
+def workers_stopped():
+    """The session's workers stopped for the block, then started again."""
+    stopped = [w for w in _session_workers if w.popen and w.popen.poll() is None]
+    for w in stopped:
+        w.stop()
+    try:
+        yield
+    finally:
+        for w in stopped:
+            w.restart()
+
+
 @pytest.fixture
 def no_worker():
     """No worker runs during the test (one started by earlier tests is stopped,
     then started again): the test plays the worker's part itself."""
-    stopped = [w for w in _session_workers if w.popen and w.popen.poll() is None]
-    for w in stopped:
-        w.stop()
-    yield
-    for w in stopped:
-        w.restart()
+    with workers_stopped():
+        yield
 
 
 def free_port() -> int:

@@ -123,15 +123,20 @@ def _wait_drained(skus: list[str], accepted: set[str], timeout: float = 180) -> 
 
 
 def _reconcile(skus: list[str]) -> None:
-    """Reconciliation of the SKUs, twice (each waits its turn: one run at a time)."""
-    from reconciliation.services import ReconciliationBusy, reconciliation_run
+    """Reconciliation of the SKUs, twice (each waits its turn: one run at a
+    time; a run killed with its worker holds the lease until it expires)."""
+    from reconciliation.lease import LEASE_SECONDS, ReconciliationBusy
+    from reconciliation.services import reconciliation_run
 
     for _ in range(2):
-        for _attempt in range(20):
+        deadline = time.monotonic() + LEASE_SECONDS + 30
+        while True:
             try:
                 reconciliation_run(trigger="command", observe_gap_s=0.2, sku_ids=skus)
                 break
             except ReconciliationBusy:
+                if time.monotonic() > deadline:
+                    raise
                 time.sleep(0.5)
 
 

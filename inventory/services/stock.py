@@ -18,9 +18,9 @@ from core import db
 from core.errors import InvalidInput, SkuNotFound, StockActionRefused, StockRefused, Unavailable
 from core.retry import with_mysql_retry
 from inventory.domain import Reservation
-from inventory.models import InventoryLog, Sku
+from inventory.models import InventoryLog, OutboxMessage, Sku
 from inventory.redis import gate, keys as redis_keys, live as redis_live
-from inventory.services.gives import GiveRecord, stock_give_record, stock_gives_record
+from inventory.services.gives import GiveRecord, outbox_relay, stock_give_record, stock_gives_record
 from inventory.services.locks import skus_lock
 from inventory.services.snapshots import Warm, stock_warm
 
@@ -170,6 +170,10 @@ def stock_freeze(*, sku_id: str, quantity: int, reason: str, actor: str) -> str:
             skus_lock(sku_ids=[sku_id])
             if not InventoryLog.objects.filter(op_id=op_id, status=InventoryLog.Status.PENDING).update(
                     status=InventoryLog.Status.SUCCESS):
+                # A retry after a COMMIT whose answer was lost finds its own
+                # success; only a sweep's cancel (FAIL) means nothing moved.
+                if InventoryLog.objects.filter(op_id=op_id, status=InventoryLog.Status.SUCCESS).exists():
+                    return
                 raise _Resolved()
             moved = Sku.objects.filter(pk=sku_id, available_stock__gte=quantity).update(
                 available_stock=F("available_stock") - quantity, frozen_stock=F("frozen_stock") + quantity,
@@ -217,18 +221,26 @@ def _give_move(*, sku_id: str, operation: str, quantity: int, reason: str, actor
     _positive(quantity)
     op_id = f"{operation.lower()}:{uuid.uuid4().hex}"
 
-    def move() -> None:
+    def move() -> int | None:
         with transaction.atomic(durable=True):
             if not skus_lock(sku_ids=[sku_id]):
                 raise SkuNotFound(sku_id=sku_id)
+            done = OutboxMessage.objects.filter(op_id=op_id).values_list("pk", flat=True).first()
+            if done is not None:
+                return done  # a retry after a COMMIT whose answer was lost: it is done
             moved = Sku.objects.filter(pk=sku_id, **condition).update(**changes, updated_at=timezone.now())
             if moved != 1:
                 raise StockActionRefused(refusal)
             stock_give_record(sku_id=sku_id, quantity=redis_available, op_id=op_id, reason=reason, actor=actor,
                               operation=operation, total_delta=total_delta, frozen_delta=frozen_delta,
                               log_quantity=quantity)
+            return None
 
-    with_mysql_retry(move)
+    done = with_mysql_retry(move)
+    if done is not None:
+        # The lost COMMIT took its on_commit relay with it: send the give now
+        # rather than at the outbox sweep.
+        outbox_relay(ids=[done])
     return op_id
 
 

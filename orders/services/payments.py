@@ -49,6 +49,7 @@ from core.errors import (
 )
 from core.metrics import payment_refund_counted
 from core.redis.errors import RedisError
+from core.retry import with_mysql_retry
 from orders import selectors
 from orders.models import Order, PaymentRefund
 from orders.services.life import order_pay
@@ -197,11 +198,15 @@ def _refund_record(*, order_ref: str, payment_id: str, reason: str, amount: Deci
                    order_status: str = "", order_pk: str | None = None) -> Capture:
     """Insert the refund to make, once: a concurrent copy of the same callback
     meets the unique payment id and answers the record the first one wrote."""
-    try:
+    def insert() -> None:
         with transaction.atomic():
             PaymentRefund.objects.create(payment_id=payment_id, order_id=order_pk, order_ref=order_ref,
                                          reason=reason, order_status=order_status, amount=amount,
                                          currency=currency)
+
+    try:
+        # sent again after a lost answer, the insert meets its own unique payment id
+        with_mysql_retry(insert)
     except IntegrityError:
         reason, order_status = PaymentRefund.objects.filter(payment_id=payment_id).values_list(
             "reason", "order_status").get()

@@ -4,9 +4,11 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from core.redis.connection import redis
 from core.redis.errors import RedisError
@@ -15,7 +17,8 @@ from inventory.redis import gate, keys as redis_keys, live as redis_live, snapsh
 from orders.models import Order
 from orders.services.confirm import STOCK_REFUSAL
 from reconciliation import services
-from reconciliation.models import Finding, SkuReconciliation
+from reconciliation.lease import Lease, LeaseLost, ReconciliationBusy, run_lease
+from reconciliation.models import Finding, RunLease, SkuReconciliation
 from reconciliation.services import reconciliation_run
 from testsupport import wait_until
 from testsupport.faults import sell_during
@@ -122,7 +125,7 @@ def test_one_run_at_a_time(make_sku, live_db):
 
     def hold():
         try:
-            with services._run_lock():
+            with run_lease():
                 holder_in.set()
                 holder_out.wait(10)
         finally:
@@ -132,12 +135,66 @@ def test_one_run_at_a_time(make_sku, live_db):
     t.start()
     assert holder_in.wait(10)
     try:
-        with pytest.raises(services.ReconciliationBusy):
+        with pytest.raises(ReconciliationBusy):
             reconciliation_run(trigger="command", sku_ids=[sku.sku_id])
     finally:
         holder_out.set()
         t.join()
     assert reconciliation_run(trigger="command", observe_gap_s=0.01, sku_ids=[sku.sku_id]).error == ""
+
+
+def _expire(lease: Lease) -> None:
+    RunLease.objects.filter(name=lease.name).update(expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def test_an_expired_lease_is_taken_over_and_its_old_holder_stops(live_db):
+    """A holder that stopped renewing (a dead process, a database it could not
+    reach) loses the lease once it expires; it learns so at its next renewal."""
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    first, second = Lease(name), Lease(name)
+    assert first.take()
+    assert not second.take()
+    first.hold()  # renewing one's own lease is fine
+    _expire(first)
+    assert second.take()
+    with pytest.raises(LeaseLost):
+        first.hold()
+    assert not first.take()
+    second.give_up()
+    assert first.take()
+
+
+def test_taking_a_lease_twice_is_harmless(live_db):
+    """A take sent again after its answer was lost finds it already held."""
+    lease = Lease(f"test-{uuid.uuid4().hex[:8]}")
+    assert lease.take() and lease.take()
+    assert RunLease.objects.get(name=lease.name).holder == lease.holder
+
+
+def test_a_run_that_lost_its_lease_repairs_nothing(make_sku, live_db):
+    sku = make_sku(stock=10)
+    redis().hincrby(redis_keys.sku_keys(sku.sku_id).stock, "available", 3)  # Redis above MySQL
+    run = reconciliation_run(trigger="command", observe_gap_s=0.01, sku_ids=[])
+    old = Lease(f"test-{uuid.uuid4().hex[:8]}")
+    assert old.take()
+    _expire(old)
+    assert Lease(old.name).take()
+    with pytest.raises(LeaseLost):
+        services._repair(run, sku.sku_id, -3, "test", "obs-stale", old)
+    assert redis_live.live_stock(sku_id=sku.sku_id).available == 13
+
+
+def test_no_server_local_lock_in_the_code():
+    """GET_LOCK and its kin hold on one server: on a Galera cluster two nodes
+    would each grant the same lock."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"\b(GET_LOCK|RELEASE_LOCK|IS_FREE_LOCK|IS_USED_LOCK|LOCK\s+TABLES)\b", re.IGNORECASE)
+    found = [str(p.relative_to(root)) for p in root.rglob("*.py")
+             if not {".venv", ".git", "var", "tests"} & set(p.parts) and pattern.search(p.read_text())]
+    assert found == []
 
 
 def test_a_repair_repeated_with_the_same_observation_applies_once(make_sku, live_db):

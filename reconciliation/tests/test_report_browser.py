@@ -54,12 +54,11 @@ def drifting_history(make_sku) -> tuple[str, list[ReconciliationRun]]:
 
 
 def when_free(run):
-    """Call `run` once the reconciliation lock is free. The lock is a MariaDB
-    named lock, server-wide: test sessions of other databases on the same server
-    take it too."""
+    """Call `run` once the reconciliation lease is free (another run of this
+    test database's may hold it for a moment)."""
     from django.core.management import CommandError
 
-    from reconciliation.services import ReconciliationBusy
+    from reconciliation.lease import ReconciliationBusy
 
     for _ in range(200):
         try:

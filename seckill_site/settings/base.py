@@ -19,6 +19,7 @@ from .env import (
     env_int,
     parse_cluster_credentials,
     parse_cluster_url,
+    parse_db_retry_seconds,
     parse_rate,
     parse_redis_prefix,
     parse_retention_days,
@@ -253,6 +254,9 @@ SECKILL_MESSAGE_CHUNK = env_int("SECKILL_MESSAGE_CHUNK", 100)
 # reserve, or the request answers 503 and the reservation is undone (and
 # tombstoned in MySQL in case the broker stored it after all).
 SECKILL_PUBLISH_BUDGET_MS = env_int("SECKILL_PUBLISH_BUDGET_MS", 2000)
+# A request or sweep waits this long for MariaDB to come back (a lost
+# connection, a Galera node that left the cluster) before it answers 503.
+SECKILL_DB_RETRY_SECONDS = parse_db_retry_seconds(os.environ.get("SECKILL_DB_RETRY_SECONDS", ""))
 # The orphan sweep republishes at most this many reservations per SKU per run,
 # and waits longer between two republishes of the same one as it ages (capped).
 SECKILL_ORPHAN_SWEEP_CAP = env_int("SECKILL_ORPHAN_SWEEP_CAP", 2000)

@@ -111,3 +111,17 @@ def parse_retention_days(raw: str) -> float:
         raise _improper(f"SECKILL_RETENTION_DAYS must be 1 or more (days), got {raw!r}: below that the retention "
                         f"sweep would delete rows a sale still needs")
     return days
+
+
+def parse_db_retry_seconds(raw: str) -> float:
+    """Seconds a request waits for the database to come back (unset: 6, enough
+    for the cluster's front to move to another node). More than a minute holds
+    a web thread longer than any client waits, so it stops the start."""
+    raw = raw.strip()
+    try:
+        seconds = float(raw) if raw else 6.0
+    except ValueError:
+        raise _improper(f"SECKILL_DB_RETRY_SECONDS: a number of seconds, got {raw!r}") from None
+    if not 0 <= seconds <= 60:  # also NaN
+        raise _improper(f"SECKILL_DB_RETRY_SECONDS must be between 0 and 60, got {raw!r}")
+    return seconds

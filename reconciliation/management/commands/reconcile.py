@@ -6,7 +6,7 @@ from django.db import connection
 from django.db.models import Max
 
 from inventory import selectors as inventory_selectors
-from reconciliation import services
+from reconciliation import lease, services
 from reconciliation.models import ReconciliationRun, SkuReconciliation
 
 
@@ -22,7 +22,7 @@ class Command(BaseCommand):
         progress.start()
         try:
             run = services.reconciliation_run(trigger=ReconciliationRun.Trigger.COMMAND, sku_ids=sku_ids)
-        except services.ReconciliationBusy as exc:
+        except lease.ReconciliationBusy as exc:
             raise CommandError(f"{exc}; try again in a moment") from exc
         finally:
             progress.stop.set()
