@@ -127,6 +127,18 @@ def test_a_retention_below_one_day_is_refused_at_start(days, refused):
             assert out.returncode == 0 and float(out.stdout.split()[-1]) == float(days or 30), out.stderr[-800:]
 
 
+@pytest.mark.parametrize(("seconds", "refused"), [("-1", True), ("61", True), ("nan", True), ("six", True),
+                                                  ("0", False), ("2.5", False), ("", False)])
+def test_the_database_retry_budget_is_bounded_at_start(seconds, refused):
+    """A wait past a minute holds a web thread longer than any client waits."""
+    out = manage("shell", "-c", "from django.conf import settings; print(settings.SECKILL_DB_RETRY_SECONDS)",
+                 env={"DJANGO_SETTINGS_MODULE": "seckill_site.settings.local", "SECKILL_DB_RETRY_SECONDS": seconds})
+    if refused:
+        assert out.returncode != 0 and "SECKILL_DB_RETRY_SECONDS" in out.stderr, out.stdout + out.stderr[-800:]
+    else:
+        assert out.returncode == 0 and float(out.stdout.split()[-1]) == float(seconds or 6), out.stderr[-800:]
+
+
 ROUTES_AND_SCHEMA = """
 from django.urls import get_resolver
 from seckill_site.urls import api_document
