@@ -6,7 +6,7 @@ from django.utils.html import format_html
 from inventory.admin import ReadOnlyAdmin
 from inventory.resources import ViewerExportMixin
 from reconciliation import lease, services
-from reconciliation.models import Finding, ReconciliationRun, SkuReconciliation
+from reconciliation.models import Finding, ReconciliationRun, RunLease, SkuReconciliation
 from reconciliation.resources import FindingResource, SkuReconciliationResource
 
 
@@ -86,3 +86,11 @@ class FindingAdmin(ViewerExportMixin, ReadOnlyAdmin):
     list_display = ("id", "run", "kind", "sku", "redis_value", "mysql_value", "repaired", "detail")
     list_filter = ("kind", "repaired")
     search_fields = ("sku__sku_id", "detail", "ids")
+
+
+@admin.register(RunLease)
+class RunLeaseAdmin(ReadOnlyAdmin):
+    """Who runs reconciliation now: a holder with an expiry in the future is a
+    run going on (or one that died, until its lease expires)."""
+
+    list_display = ("name", "holder", "expires_at")

@@ -20,6 +20,8 @@ from inventory.services.decisions import DecisionRecord, reservation_decisions_r
 from orders.models import Order
 from orders.services import confirm
 
+pytestmark = pytest.mark.mariadb_both  # again on the Galera cluster in the cluster leg
+
 Outcome = ReservationDecision.Outcome
 
 

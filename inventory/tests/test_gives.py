@@ -9,6 +9,8 @@ from inventory.redis import keys as redis_keys, live as redis_live, snapshots as
 from inventory.services import gives, stock
 from testsupport.purchase import rebuild_lost
 
+pytestmark = pytest.mark.mariadb_both  # again on the Galera cluster in the cluster leg
+
 
 def test_snapshot_counts_its_gives_so_a_late_redelivery_adds_nothing(make_sku, live_db):
     sku = make_sku(stock=4)

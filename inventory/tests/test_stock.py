@@ -20,6 +20,8 @@ from testsupport import wait_until
 from testsupport.http import run_parallel
 from testsupport.stores import assert_balanced, gives_applied, settled
 
+pytestmark = pytest.mark.mariadb_both  # again on the Galera cluster in the cluster leg
+
 
 def test_freeze_larger_than_redis_is_refused_and_changes_nothing(make_sku, live_db):
     sku = make_sku(stock=5)

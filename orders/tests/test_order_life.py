@@ -19,7 +19,7 @@ from testsupport import wait_until
 from testsupport.http import place as buy
 from testsupport.stores import assert_balanced, confirmed, gives_applied, moves_applied, settled
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.worker, pytest.mark.mariadb_both]
 
 
 def test_pay_moves_locked_to_sold_and_is_harmless_to_repeat(api, make_sku, make_buyers, worker):

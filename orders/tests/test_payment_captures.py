@@ -17,7 +17,7 @@ from testsupport.payments import PRICE, capture, hook
 from testsupport.purchase import publish, reserve_direct
 from testsupport.stores import assert_balanced, confirmed, moves_applied
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.worker, pytest.mark.mariadb_both]
 
 
 def pid() -> str:

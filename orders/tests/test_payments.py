@@ -31,7 +31,7 @@ from testsupport.payments import PRICE, SECRET, URL, capture, hook, sign
 from testsupport.processes import start_web
 from testsupport.stores import assert_balanced, gives_applied, moves_applied, settled
 
-pytestmark = pytest.mark.worker
+pytestmark = [pytest.mark.worker, pytest.mark.mariadb_both]
 
 def buckets(sku_id: str) -> tuple[int, int, int, int, int]:
     sku = Sku.objects.get(pk=sku_id)

@@ -19,6 +19,8 @@ from testsupport import wait_until
 from testsupport.purchase import reserve_direct
 from testsupport.stores import assert_balanced, settled
 
+pytestmark = pytest.mark.mariadb_both  # again on the Galera cluster in the cluster leg
+
 
 @pytest.mark.worker
 def test_reservation_without_message_is_republished_and_confirmed(worker, make_sku, make_buyers):

@@ -26,6 +26,8 @@ from testsupport.http import accepted_ids, sell
 from testsupport.purchase import fence_reached, reserve_direct
 from testsupport.stores import assert_balanced, settled
 
+pytestmark = pytest.mark.mariadb_both  # again on the Galera cluster in the cluster leg
+
 REPAIRS = {Finding.Kind.DRIFT_LOWERED, Finding.Kind.DRIFT_RAISED}
 
 
