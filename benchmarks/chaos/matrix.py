@@ -107,8 +107,6 @@ class Matrix:
                             concurrency=self.args.concurrency, cluster=self.cluster, run_index=i - 1)
         except Exception as exc:  # a run that could not complete is a failed run
             self.ensure_up()
-            if self.stack.db is not None and not self.stack.db.target().alive():
-                self.stack.db.start()
             for server in self.stack.servers:
                 if not server.alive:
                     server.start()
