@@ -84,7 +84,7 @@ def restore_main(argv: list[str]) -> int:
     logs_from = args.logs_from or [Path(os.environ.get("SECKILL_BINLOG_DIR") or DEFAULT_BINLOG_DIR)]
     done = restore(backup_dir=backup_dir(), datadir=datadir, port=port, binlog_dir=binlog_dir,
                    run_dir=datadir.parent, log_dirs=logs_from, until=args.until, replay_logs=not args.no_logs,
-                   rebuild_redis=redis_distrust if args.rebuild_redis else None, database=tgt.database, say=say)
+                   rebuild_redis=redis_distrust if args.rebuild_redis else None, client=tgt, say=say)
     print(f"restored {' -> '.join(done.chain)} + {len(done.logs)} binary log(s) into {done.datadir}, serving on "
           f"127.0.0.1:{done.port} after {done.seconds:.1f} s ("
           + ", ".join(f"{k} {v:.1f} s" for k, v in done.steps.items()) + ")")

@@ -110,11 +110,16 @@ def redis_distrust(target: Target) -> None:
 
 def restore(*, backup_dir: Path, datadir: Path, port: int, binlog_dir: Path, run_dir: Path,
             log_dirs: list[Path], until: datetime | None = None, replay_logs: bool = True,
-            rebuild_redis: Callable[[Target], None] | None = None, database: str = "",
+            rebuild_redis: Callable[[Target], None] | None = None, client: Target | None = None,
             say: Callable[[str], None] = lambda _s: None) -> Restored:
     """Steps 1-6 above; `binlog_dir` is where the new server writes its own
     binary log (not a directory a log is replayed from), `log_dirs` where
-    surviving logs are read besides the backup's copies. Returns what it did."""
+    surviving logs are read besides the backup's copies. `client`: the
+    application's account (DATABASE_URL), which `rebuild_redis` connects as;
+    the replay goes through the server's socket as root (the restored
+    accounts are the lost server's: Debian's root authenticates by the OS user
+    there). Returns what it did."""
+    client = client or Target()
     if datadir.exists() and any(datadir.iterdir()):
         raise ServerError(f"{datadir} is not empty: a restore goes into a fresh data directory")
     if binlog_dir.exists() and any(binlog_dir.iterdir()):
@@ -153,10 +158,11 @@ def restore(*, backup_dir: Path, datadir: Path, port: int, binlog_dir: Path, run
         try:
             say(f"replaying {len(logs)} binary log(s) from {chain[-1].binlog_file}:{chain[-1].binlog_pos}"
                 + (f" until {until.isoformat()}" if until else ""))
-            replay(target=private.target(), logs=logs, start_pos=chain[-1].binlog_pos, until=until)
+            replay(target=private.target().on_socket(private.socket) if os.geteuid() == 0
+                   else client.on_port(private.port), logs=logs, start_pos=chain[-1].binlog_pos, until=until)
             step("replay")
             if rebuild_redis is not None:
-                rebuild_redis(Target(port=private.port, database=database))
+                rebuild_redis(client.on_port(private.port))
                 step("redis distrust")
         finally:
             private.stop()

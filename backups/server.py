@@ -46,6 +46,7 @@ class Target:
     user: str = "root"
     password: str = ""
     database: str = ""
+    socket: str = ""  # a Unix socket instead of host and port (root by the OS user: unix_socket auth)
 
     @classmethod
     def from_url(cls, url: str) -> Target:
@@ -62,16 +63,20 @@ class Target:
     def on_port(self, port: int) -> Target:
         return Target(self.host, port, self.user, self.password, self.database)
 
+    def on_socket(self, path: Path) -> Target:
+        return Target(self.host, self.port, "root", "", self.database, str(path))
+
     @contextlib.contextmanager
     def options_file(self) -> Iterator[str]:
         """A 0600 option file with the address and the password, for the
         MariaDB tools (`--defaults-extra-file`): never a password in argv."""
         fd, path = tempfile.mkstemp(prefix="seckill-client-", suffix=".cnf")
         try:
+            where = f"socket={self.socket}\nprotocol=SOCKET" if self.socket else \
+                f"host={self.host}\nport={self.port}\nprotocol=TCP"
             with os.fdopen(fd, "w") as fh:
                 for group in ("client", "mariadb-backup"):
-                    fh.write(f"[{group}]\nhost={self.host}\nport={self.port}\nuser={self.user}\n"
-                             f"password={self.password}\nprotocol=TCP\n")
+                    fh.write(f"[{group}]\n{where}\nuser={self.user}\npassword={self.password}\n")
             yield path
         finally:
             os.unlink(path)

@@ -42,7 +42,7 @@ def mariadb_restore(ctx: Context) -> None:
     n = len(list(base.glob("data-*"))) + 1
     done = restore(backup_dir=backups, datadir=base / f"data-{n}", port=db.port, binlog_dir=base / f"binlog-{n}",
                    run_dir=db.run_dir, log_dirs=[db.binlog_dir], rebuild_redis=redis_distrust,
-                   database=stores.DB_NAME, say=lambda s: progress(f"mariadb-restore: {s}"))
+                   client=db.target(stores.DB_NAME), say=lambda s: progress(f"mariadb-restore: {s}"))
     ctx.stack.db = LocalServer(datadir=done.datadir, port=db.port, binlog_dir=base / f"binlog-{n}", run_dir=db.run_dir)
     restored_at = clock()
     close_old_connections()
