@@ -61,6 +61,7 @@ ensure_mariadb() {
       log "installing MariaDB"; apt_install mariadb-server mariadb-client
       mkdir -p "$(dirname "$MARIADB_INSTALLED_MARKER")" && date -u >"$MARIADB_INSTALLED_MARKER"
     fi
+    ensure_mariadb_durable
     log "starting MariaDB"
     mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
     # the server of its pid file only: any mariadbd counts for --exec alone, a node of
@@ -86,6 +87,29 @@ ensure_mariadb() {
     "accounts are left as they are. Set DATABASE_URL=mysql://USER:PASSWORD@127.0.0.1:3306/seckill (a user that" \
     "may create databases: the tests make test_<name>) and run again."
   return 1
+}
+
+MARIADB_DURABLE_CNF=/etc/mysql/mariadb.conf.d/60-seckill-durable.cnf
+MARIADB_BINLOG_DIR="${SECKILL_BINLOG_DIR:-/var/lib/mysql-binlog}"
+
+ensure_mariadb_durable() {  # the binary log and durable commits (deploy/mariadb/60-seckill-durable.cnf), read
+  # when the server next starts: a running server is never restarted for it (scripts/backup says so)
+  [ -d "$(dirname "$MARIADB_DURABLE_CNF")" ] || return 0
+  local want="$PROJECT_DIR/deploy/mariadb/60-seckill-durable.cnf"
+  if [ "$MARIADB_BINLOG_DIR" != /var/lib/mysql-binlog ]; then
+    want="$(mktemp)"; sed "s#/var/lib/mysql-binlog#$MARIADB_BINLOG_DIR#" \
+      "$PROJECT_DIR/deploy/mariadb/60-seckill-durable.cnf" >"$want"
+  fi
+  mkdir -p "$MARIADB_BINLOG_DIR" && chown mysql:mysql "$MARIADB_BINLOG_DIR" 2>/dev/null || true
+  if ! cmp -s "$want" "$MARIADB_DURABLE_CNF"; then
+    log "installing $MARIADB_DURABLE_CNF (binary log in $MARIADB_BINLOG_DIR, sync_binlog=1)"
+    cp "$want" "$MARIADB_DURABLE_CNF"
+  fi
+}
+
+ensure_mariadb_backup() {  # mariadb-backup, of the server's own version (Debian's package of the same source)
+  command -v mariadb-backup >/dev/null || command -v mariabackup >/dev/null ||
+    { log "installing mariadb-backup"; apt_install mariadb-backup; }
 }
 
 ensure_redis() {

@@ -33,6 +33,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--demand", type=int, default=1200, help="clicks per run (plus one in ten retried)")
     ap.add_argument("--buyers", type=int, default=600)
     ap.add_argument("--concurrency", type=int, default=48)
+    ap.add_argument("--row-json", action="store_true", help=argparse.SUPPRESS)  # each row as JSON too (for a parent)
     ap.add_argument("--server", choices=("granian", "gunicorn"), default="granian",
                     help="the web tier's server (default granian, as deployed)")
     return ap

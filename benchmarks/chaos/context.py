@@ -35,6 +35,8 @@ class Context:
     redis_loss: bool = False
     losses: list[float] = field(default_factory=list)  # clock() when Redis's keys were gone
     nodes: list[str] = field(default_factory=list)     # each cluster fault: "<master>" or "<master>><successor>"
+    notes: list[str] = field(default_factory=list)     # what a fault measured, for the row's note
+    failures: list[str] = field(default_factory=list)  # what a fault found broken: the run is not ok
 
     @property
     def sku_id(self) -> str:

@@ -7,7 +7,8 @@ import itertools
 # Every fault, in the order the plan pairs them.
 FAULT_NAMES = ("worker-kill", "rabbitmq-restart", "redis-restart", "redis-flushall", "redis-rollback",
                "mariadb-restart", "web-kill", "worker-down", "redis-master-kill", "redis-master-pause",
-               "redis-failover", "rabbitmq-node-kill", "rabbitmq-node-restart", "web-host-kill", "worker-active-kill")
+               "redis-failover", "rabbitmq-node-kill", "rabbitmq-node-restart", "web-host-kill", "worker-active-kill",
+               "mariadb-restore")
 # The one Redis's losses, which a cluster does not have (its nodes are lost one
 # at a time: the cluster faults); and those, which one Redis does not have.
 SINGLE_REDIS_FAULTS = ("redis-restart", "redis-flushall", "redis-rollback")
@@ -17,6 +18,10 @@ CLUSTER_FAULTS = ("redis-master-kill", "redis-master-pause", "redis-failover")
 # cluster has no single broker: rabbitmq-node-restart takes its place).
 HOST_FAULTS = ("rabbitmq-node-kill", "rabbitmq-node-restart", "web-host-kill", "worker-active-kill")
 SINGLE_BROKER_FAULTS = ("rabbitmq-restart",)
+# A lost data directory restored from the backups: on a MariaDB of the run's own
+# (127.0.0.1:3396-3399), never the machine's, so it runs alone, with a stack of
+# its own (benchmarks.chaos.faults.restore); not paired, not on --cluster.
+RESTORE_FAULTS = ("mariadb-restore",)
 
 # Redis losses every plan holds (when their faults are chosen): alone, while the
 # worker is down for the whole sale, and just before and after a worker kill.
@@ -49,7 +54,7 @@ CLUSTER_QUICK_ALONE = ("worker-kill", "web-kill")
 
 def fault_names(cluster: bool) -> list[str]:
     """The faults of the matrix on this kind of Redis, in the order the plan pairs them."""
-    skip = SINGLE_REDIS_FAULTS + SINGLE_BROKER_FAULTS if cluster else CLUSTER_FAULTS + HOST_FAULTS
+    skip = SINGLE_REDIS_FAULTS + SINGLE_BROKER_FAULTS + RESTORE_FAULTS if cluster else CLUSTER_FAULTS + HOST_FAULTS
     return [name for name in FAULT_NAMES if name not in skip]
 
 
@@ -59,7 +64,7 @@ def plan(only: list[str] | None, quick: bool, cluster: bool = False) -> list[tup
     names = only or fault_names(cluster)
     singles = [(n,) for n in names]
     # worker-down first or not at all, and never with worker-active-kill (no worker is active then)
-    pairs = [p for p in itertools.permutations(names, 2)
+    pairs = [p for p in itertools.permutations([n for n in names if n not in RESTORE_FAULTS], 2)
              if "worker-down" not in p or (p[0] == "worker-down" and "worker-active-kill" not in p)]
     if cluster:
         losses = [run for run in CLUSTER_LOSS_RUNS + HOST_RUNS if set(run) <= set(names)]

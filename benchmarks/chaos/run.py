@@ -58,4 +58,7 @@ def run_once(stack: Stack, tokens: list[str], names: tuple[str, ...], *, stock: 
     if ctx.nodes or ctx.hosts:
         row.node = ",".join(ctx.nodes + ctx.hosts)
     verdict(row, ctx, balances, sale.results, left)
+    if ctx.failures:
+        row.ok = False
+    row.note = "; ".join(filter(None, (row.note, *ctx.failures, *ctx.notes)))
     return row

@@ -12,6 +12,7 @@ from benchmarks.harness import processes, stores
 from benchmarks.harness.processes import Server
 
 if TYPE_CHECKING:  # the plan reads this module's names without the clusters' modules
+    from backups.server import LocalServer
     from benchmarks.chaos.nodes import RabbitNodes, RedisNodes
 
 DB_NAME, QUEUE, REDIS_DB, CLUSTER_PREFIX = "seckill_chaos", "seckill-chaos", 6, "seckill-chaos"
@@ -32,14 +33,23 @@ RABBITMQ_BASE = 5687
 CLUSTER_WORKERS = 2
 
 
-def configure(cluster: RedisNodes | None, rabbit: RabbitNodes | None = None, partitions: int = 1) -> None:
+# mariadb-restore's store set: its own MariaDB on the first free port of these,
+# its own Redis database and queue (apart from a matrix run on the machine's).
+RESTORE_PORTS, RESTORE_REDIS_DB, RESTORE_QUEUE = range(3396, 3400), 13, "seckill-chaos-restore"
+
+
+def configure(cluster: RedisNodes | None, rabbit: RabbitNodes | None = None, partitions: int = 1,
+              db_port: int | None = None) -> None:
     """The run's own stores: Redis db 6 of the single Redis, or its own prefix
     on the cluster; the machine's RabbitMQ, or the RabbitMQ cluster's nodes;
     the confirm stream in `partitions` (every process started inherits it)."""
     extra = dict(EXTRA_ENV, SECKILL_CONFIRM_PARTITIONS=str(partitions))
     if rabbit is not None:
         extra["CELERY_BROKER_URL"] = rabbit.url()
-    if cluster is None:
+    if db_port is not None:
+        stores.configure(db_name=DB_NAME, redis_db=RESTORE_REDIS_DB, queue=RESTORE_QUEUE, extra_env=extra,
+                         db_port=db_port)
+    elif cluster is None:
         stores.configure(db_name=DB_NAME, redis_db=REDIS_DB, queue=QUEUE, extra_env=extra)
     else:
         stores.configure(db_name=DB_NAME, redis_db=0, queue=QUEUE, extra_env=extra,
@@ -58,6 +68,7 @@ class Stack:
     worker_names: list[str] = field(default_factory=list)  # their Celery node names, as their consumer tags begin
     proxy: Server | None = None
     rabbit: RabbitNodes | None = None
+    db: LocalServer | None = None  # the run's own MariaDB (mariadb-restore), None: the machine's
 
     @property
     def servers(self) -> list[Server]:
