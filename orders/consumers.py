@@ -47,15 +47,29 @@ HEARTBEAT_S = 20
 POLL_S = 0.25
 BEAT_EVERY_S = 1.0
 FENCES_EVERY_S = 0.25
+# On a broker that makes the first registered consumer active (3.x): at a
+# worker's start a partition it does not prefer waits this long for the worker
+# that prefers it to register first; and a consumer of such a partition looks
+# this often whether to hand it back.
+STANDBY_WAIT_S = 2.0
+HANDBACK_EVERY_S = 0.5
+# A registration counts while its consumer beat consuming within this long.
+REGISTERED_ALIVE_S = 3.0
 
 
 class ConfirmConsumer(threading.Thread):
     """The consumer of one partition of the confirm stream."""
 
-    def __init__(self, *, name: str | None = None, partition: int = 0) -> None:
+    def __init__(self, *, name: str | None = None, partition: int = 0, preferred: bool | None = None) -> None:
         super().__init__(name="confirm-consumer" + (f"-{partition}" if partition else ""), daemon=True)
         self.identity = name or f"{socket.gethostname()}:{os.getpid()}"
         self.partition = partition
+        # None: the worker prefers no partition (SECKILL_WORKER_INDEX unset), every one alike
+        self.preferred = preferred
+        self.started = False  # registered once: a later registration waits for nobody
+        self.handbacks = 0
+        self._registration: liveness.Registration | None = None
+        self._last_handback_check = 0.0
         self.stopping = threading.Event()
         self.consuming = threading.Event()
         self.batches = 0
@@ -81,6 +95,9 @@ class ConfirmConsumer(threading.Thread):
             finally:
                 close_old_connections()
         self.consuming.clear()
+        if self._registration is not None:
+            with contextlib.suppress(RedisError):
+                liveness.registration_drop(identity=self.identity, partition=self.partition)
 
     def stop(self, timeout: float = 15.0) -> None:
         self.stopping.set()
@@ -102,22 +119,46 @@ class ConfirmConsumer(threading.Thread):
             channel = conn.channel()
             channel.basic_qos(0, batch_size, False)
             queues.dead_letter_queue()(channel).declare()
-            queue = queues.confirm_queue(self.partition)(channel)
+            priority = None if self.preferred is None else (
+                queues.PREFERRED_PRIORITY if self.preferred else queues.STANDBY_PRIORITY)
+            queue = queues.confirm_queue(self.partition, priority=priority)(channel)
             queue.declare()
+            # Where the broker's single active consumer ignores priorities (3.x),
+            # the order of registration decides: a partition this worker does not
+            # prefer registers behind the worker that does, and is handed back to it.
+            ordered = self.preferred is False and not queues.priorities_honoured(
+                conn.connection.server_properties.get("version"))
+            if ordered and not self.started:
+                self._wait_for_preferred(conn)
+            self.started = True
             buffer: list = []
             # The tag names the worker and partition, so `rabbitmqctl list_consumers`
             # shows which worker is each partition's active consumer.
             consumer = Consumer(channel, queues=[queue], on_message=buffer.append, no_ack=False, accept=None,
                                 tag_prefix=liveness.consumer_member(self.identity, self.partition) + "/")
+            before = self._registration_number()
             consumer.consume()
+            self._register(before)
             self.consuming.set()
-            logger.info("confirm consumer %s consuming %s on %s", self.identity, queue.name, self.node)
+            logger.info("confirm consumer %s consuming %s on %s%s", self.identity, queue.name, self.node,
+                        "" if priority is None else f" (priority {priority})")
 
             def idle() -> None:  # while a store is waited out: keep the connection and the heartbeat alive
                 conn.heartbeat_check()
                 self._beat()
 
             while not self.stopping.is_set():
+                # Here, between batches, every message this consumer was given and
+                # read is confirmed and acknowledged: the only place it may leave.
+                if ordered and self._handback_due():
+                    # Closing the connection returns what the broker sent since
+                    # and nobody read, in order, ahead of the rest: the partition's
+                    # next consumer gets it all, and this one confirms none of it.
+                    self.handbacks += 1
+                    logger.info("confirm consumer %s hands %s back to the worker that prefers it",
+                                self.identity, queue.name)
+                    self.consuming.clear()
+                    return
                 self._beat()
                 self._send_fences()
                 try:
@@ -136,6 +177,55 @@ class ConfirmConsumer(threading.Thread):
                     channel.basic_ack(buffer[-1].delivery_tag, multiple=True)
                     buffer.clear()
                     self.batches += 1
+
+    def _registration_number(self) -> int:
+        if self.preferred is None:
+            return 0
+        try:
+            return liveness.registration_number()
+        except RedisError:  # 0: a hand-back too many once Redis is back, never one too few
+            return 0
+
+    def _register(self, before: int) -> None:
+        """Record this registration for the others (Redis away: only this
+        consumer knows it; it still consumes)."""
+        if self.preferred is None:
+            return
+        self._registration = liveness.Registration(self.identity, self.partition, before, 0, self.preferred)
+        with contextlib.suppress(RedisError):
+            self._registration = liveness.registration_record(
+                identity=self.identity, partition=self.partition, before=before, preferred=self.preferred)
+
+    def _wait_for_preferred(self, conn) -> None:
+        """At the worker's start, before registering on a partition it does not
+        prefer: until the partition's preferred worker has registered (this one
+        then stands by behind it), at most STANDBY_WAIT_S (that worker may not
+        run; this one then takes the partition, and hands it back later)."""
+        deadline = time.monotonic() + STANDBY_WAIT_S
+        while not self.stopping.is_set() and time.monotonic() < deadline:
+            with contextlib.suppress(RedisError):
+                if any(r.preferred and r.identity != self.identity for r in liveness.registrations(
+                        partition=self.partition, within_s=REGISTERED_ALIVE_S)):
+                    return
+            conn.heartbeat_check()
+            self.stopping.wait(0.1)
+
+    def _handback_due(self) -> bool:
+        """A live consumer that prefers this partition may have registered after
+        this one (its after-number is higher than this one's before-number), so
+        it may stand by behind this one. After this one registers again its
+        before-number is higher than every number taken so far: no second
+        hand-back to the same registration."""
+        now = time.monotonic()
+        if self._registration is None or now - self._last_handback_check < HANDBACK_EVERY_S:
+            return False
+        self._last_handback_check = now
+        try:
+            found = liveness.registrations(partition=self.partition, within_s=REGISTERED_ALIVE_S)
+        except RedisError:
+            return False  # Redis away: keep the partition
+        mine = self._registration.before
+        return any(r.preferred and r.identity != self.identity and r.after > mine for r in found)
 
     def _handle(self, batch: list, idle) -> None:
         reservations, fences = [], []
@@ -212,7 +302,10 @@ class ConfirmConsumerStep(bootsteps.StartStopStep):
 
     def start(self, parent) -> None:
         name = getattr(parent, "hostname", None)
-        self.consumers = [ConfirmConsumer(name=name, partition=k) for k in range(queues.partitions())]
+        preferred = queues.preferred_partitions()
+        no_preference = not settings.SECKILL_WORKER_INDEX
+        self.consumers = [ConfirmConsumer(name=name, partition=k, preferred=None if no_preference else k in preferred)
+                          for k in range(queues.partitions())]
         for consumer in self.consumers:
             consumer.start()
 

@@ -4,6 +4,7 @@ confirm partition and with N (drain_rate_1, drain_rate_n)."""
 from __future__ import annotations
 
 import random
+import statistics
 import time
 import uuid
 
@@ -107,36 +108,81 @@ def _env(partitions: int) -> dict[str, str]:
     return {"SECKILL_CONFIRM_PARTITIONS": str(partitions)} if partitions > 1 else {}
 
 
-def backlog_drain(bench: Bench, partitions: int, layout: list[tuple[str, int]], layout_parts: int) -> float:
+def _drain_workers(partitions: int, workers: int) -> list:
+    """The drain's worker(s), not waited for: one as the run's, or `workers`
+    named drain1..n, each SECKILL_WORKER_INDEX i of SECKILL_WORKERS n, so they
+    split the active partitions between them."""
+    if workers == 1:
+        return [processes.start_worker(wait=False, extra=_env(partitions))]
+    return [processes.start_worker(log=f"bench-worker-drain{i}.log", wait=False, name=f"drain{i}@%h",
+                                   extra={**_env(partitions), "SECKILL_WORKER_INDEX": str(i),
+                                          "SECKILL_WORKERS": str(workers)})
+            for i in range(1, workers + 1)]
+
+
+def active_spread(partitions: int) -> str:
+    """Which worker is each partition's active consumer, as the broker says
+    (`rabbitmqctl list_consumers` of the machine's node: "0:drain1 1:drain2 ..."),
+    or "?" where it cannot tell (a broker cluster on other ports)."""
+    import json
+    import subprocess
+
+    from inventory.messages.queues import confirm_queue_name
+
+    try:
+        out = subprocess.run(["rabbitmqctl", "list_consumers", "-q", "--formatter", "json", "queue_name",
+                              "consumer_tag", "active"], capture_output=True, text=True, timeout=60,
+                             check=True).stdout
+        consumers = json.loads(out)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return "?"
+    with override_partitions(partitions):
+        names = {confirm_queue_name(k): k for k in range(partitions)}
+    active = {names[c["queue_name"]]: c["consumer_tag"].split("@", 1)[0] for c in consumers
+              if c.get("queue_name") in names and c.get("active")}
+    return " ".join(f"{k}:{active.get(k, '?')}" for k in range(partitions))
+
+
+def override_partitions(partitions: int):
+    from django.test import override_settings
+
+    return override_settings(SECKILL_CONFIRM_PARTITIONS=partitions)
+
+
+def backlog_drain(bench: Bench, partitions: int, layout: list[tuple[str, int]], layout_parts: int,
+                  workers: int = 1) -> float:
     """The worker stopped during a sale of the backlog's units over the layout's
     SKUs (drawn as the layout says, of `layout_parts` partitions, so the
     1-partition drain's SKUs sit where the N-partition drain's do), then
-    started with SECKILL_CONFIRM_PARTITIONS: orders confirmed per second from
-    the moment its consumers are up; afterwards the worker runs as before. The
-    SKUs join the run's sales; returns the rate."""
-    from django.test import override_settings
-
+    started with SECKILL_CONFIRM_PARTITIONS (`workers` of them, splitting the
+    active partitions): orders confirmed per second from the moment every
+    consumer is up; afterwards the worker runs as before. The SKUs join the
+    run's sales; returns the rate."""
     stocks = stores.split_stock(bench.sizes.backlog_stock, len(layout))
     skus = layout_skus(layout, layout_parts, stocks)
     split = _sale_with_worker_down(bench, partitions, skus)
     accepted = set().union(*split.values())
-    progress(f"{len(accepted)} accepted with the worker down; starting it ({partitions} partitions)")
-    bench.stack.worker = processes.start_worker(wait=False, extra=_env(partitions))
-    with override_settings(SECKILL_CONFIRM_PARTITIONS=partitions):
-        processes.wait_consuming()  # every partition's consumer (where the code has partitions)
+    progress(f"{len(accepted)} accepted with the worker down; starting {workers} ({partitions} partitions)")
+    started = _drain_workers(partitions, workers)
+    bench.stack.worker = started[0]
+    with override_partitions(partitions):
+        # every partition's consumer of every worker (where the code has partitions)
+        processes.wait_consuming(consumers=workers)
     t0 = time.perf_counter()
     cpu0 = cpu_seconds()
     done = wait_locked_all(split, timeout=300)
     drain_s = time.perf_counter() - t0
     rate = len(accepted) / drain_s if done else 0.0
     cpu = cpu_delta(cpu0)
-    say(f"    {partitions} partition{'s' if partitions > 1 else ''}: {len(accepted)} accepted while the worker was "
-        f"down; all confirmed {drain_s:.2f} s after its consumer came up: {rate:.0f} orders/s"
-        + ("" if done else "  !! not all confirmed within 300 s"))
+    spread = f"; active: {active_spread(partitions)}" if workers > 1 and partitions_supported() else ""
+    say(f"    {partitions} partition{'s' if partitions > 1 else ''}, {workers} worker{'s' if workers > 1 else ''}: "
+        f"{len(accepted)} accepted while the worker was down; all confirmed {drain_s:.2f} s after its consumers "
+        f"came up: {rate:.0f} orders/s" + spread + ("" if done else "  !! not all confirmed within 300 s"))
     say("    CPU ms per drained order: " + ", ".join(
         f"{k} {1000 * cpu[k] / max(1, len(accepted)):.3f}" for k in CPU_KEYS))
-    if partitions > 1:  # back to the one partition the rest of the run publishes to
-        bench.stack.worker.stop()
+    if partitions > 1 or workers > 1:  # back to the one worker and partition the rest of the run publishes to
+        for worker in started:
+            worker.stop()
         bench.stack.worker = processes.start_worker()
     bench.sales.extend((s, k, split[s]) for s, k in zip(skus, stocks))
     return rate
@@ -158,3 +204,22 @@ def drains(bench: Bench) -> None:
     bench.summary["drain_rate"] = bench.summary["drain_rate_1"] = rates[1]
     bench.summary["drain_rate_n"] = rates[n]
     bench.summary["partitions"] = n
+    if n > 1:
+        worker_drains(bench, n, layout, first=rates[n])
+
+
+def worker_drains(bench: Bench, n: int, layout: list[tuple[str, int]], first: float) -> None:
+    """[3b]: the N-partition drain with two workers splitting the active
+    partitions (SECKILL_WORKER_INDEX 1 and 2 of 2) against one, interleaved
+    (two, one, two after the one above) so a drift of the machine falls on
+    both alike; drain_rate_n2 is the two workers' median, drain_rate_n1 the
+    one's (with the run above)."""
+    say(f"\n[3b] the {n}-partition drain with two workers against one, interleaved")
+    one, two = [first], []
+    for workers in (2, 1, 2):
+        rate = backlog_drain(bench, n, layout, n, workers=workers)
+        (two if workers == 2 else one).append(rate)
+    bench.summary["drain_rate_n1"] = statistics.median(one)
+    bench.summary["drain_rate_n2"] = statistics.median(two)
+    say(f"    one worker {' '.join(f'{r:.0f}' for r in one)}, two workers {' '.join(f'{r:.0f}' for r in two)} "
+        f"orders/s: two / one = {bench.summary['drain_rate_n2'] / max(1.0, bench.summary['drain_rate_n1']):.2f}")

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from benchmarks.harness import processes, stores
 
-DB_NAME = "seckill_bench"
-REDIS_DB = 5
-QUEUE = "seckill-bench"
+# A run beside another checkout's may take stores of its own (a shared machine).
+DB_NAME = os.environ.get("SECKILL_BENCH_DB", "seckill_bench")
+REDIS_DB = int(os.environ.get("SECKILL_BENCH_REDIS_DB", "5"))
+QUEUE = os.environ.get("SECKILL_BENCH_QUEUE", "seckill-bench")
 # On a cluster (database 0 only, shared with the suite and the fault runs):
 # every key of the benchmark's under this prefix, removed key by key
 # (core.redis.shards.forget_everything), never a FLUSH.
@@ -82,6 +83,6 @@ def configure(cluster_url: str | None) -> None:
     """The benchmark's store set, before Django starts (its settings are made
     from the environment). Throttling off: the load generator's buyers click far
     faster than 10/s each, and pay or cancel their many orders faster than 20/s each."""
-    stores.configure(db_name=DB_NAME, redis_db=REDIS_DB, queue=QUEUE, web_db_user="seckill_bench_web",
+    stores.configure(db_name=DB_NAME, redis_db=REDIS_DB, queue=QUEUE, web_db_user=f"{DB_NAME}_web",
                      extra_env={"SECKILL_THROTTLE_RATE": "0", "SECKILL_ORDER_CALLS_RATE": "0"},
                      redis_url=cluster_url, redis_prefix=CLUSTER_PREFIX if cluster_url else None)

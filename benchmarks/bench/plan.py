@@ -15,7 +15,8 @@ SUMMARY_KEYS = ("soldout_ratio", "selling_ratio", "gate_vs_mysql", "mysql_per_cl
                 "pay_p99_ratio", "floor_rps", "floor_ratio", "drain_rate", "oversold", "lost", "verdict", "server",
                 "loadgen_cpu_share", "web_ms_soldout", "web_ms_selling", "web_ms_pay", "cpu_ms_selling",
                 "cpu_ms_selling_net", "gunicorn_floor_ratio", "gunicorn_floor_rps", "generator", "shed",
-                "partitions", "drain_rate_1", "drain_rate_n", *COMPONENT_KEYS)
+                "partitions", "drain_rate_1", "drain_rate_n", "drain_rate_n1", "drain_rate_n2",
+                *COMPONENT_KEYS)
 CLUSTER_KEYS = ("redis_nodes", "hot_node_share")
 
 
@@ -44,7 +45,8 @@ def describe(args: argparse.Namespace) -> str:
                      f"{sizes.whole_stock * DEMAND}, through the gate and the MySQL-only path")
     if "backlog" not in sizes.skip:
         lines.append(f"  [3]         the backlog drain: {sizes.backlog_stock} units sold with the worker down, "
-                     + (f"with 1 confirm partition, then {n}" if n > 1 else "with 1 confirm partition"))
+                     + (f"with 1 confirm partition, then {n}; then {n} with two workers against one, interleaved"
+                        if n > 1 else "with 1 confirm partition"))
     lines.append("  [4]         the order life settled, every SKU checked in both stores")
     if on_cluster:
         lines.append("  [5]         the reserve calls each master served")

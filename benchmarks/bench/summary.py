@@ -41,7 +41,8 @@ def summary_line(bench: Bench, generators: str, oversold: int, lost: int, ok: bo
         f"gunicorn_floor_ratio={s['gunicorn_floor_ratio']:.2f} "
         f"gunicorn_floor_rps={s['gunicorn_floor_rps']:.0f} generator={generators} shed={s['shed']:.0f} "
         f"partitions={s.get('partitions', 1):.0f} drain_rate_1={s.get('drain_rate_1', 0):.0f} "
-        f"drain_rate_n={s.get('drain_rate_n', 0):.0f} "
+        f"drain_rate_n={s.get('drain_rate_n', 0):.0f} drain_rate_n1={s.get('drain_rate_n1', 0):.0f} "
+        f"drain_rate_n2={s.get('drain_rate_n2', 0):.0f} "
         + " ".join(f"{k}={s[k]:.3f}" for k in COMPONENT_KEYS)
         + (f" redis_nodes={len(bench.masters)} hot_node_share={s.get('hot_node_share', 0):.2f}"
            if bench.cluster_url else "")

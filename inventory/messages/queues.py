@@ -35,11 +35,43 @@ def confirm_queue_name(partition: int = 0) -> str:
     return base if partition == 0 else f"{base}.{partition}"
 
 
-def confirm_queue(partition: int = 0) -> Queue:
+# The consumer priorities (x-priority) of a worker's consumers: its preferred
+# partitions' higher. A broker whose single active consumer honours them (quorum
+# queues from RabbitMQ 4.0) makes the highest-priority consumer active, and
+# switches to a higher one that registers only once the active consumer has
+# settled every message it holds: a partition never moves with a batch in flight.
+PREFERRED_PRIORITY = 10
+STANDBY_PRIORITY = 0
+
+
+def preferred_partitions(index: int | None = None, workers: int | None = None) -> frozenset[int]:
+    """The partitions worker `index` (1-based, SECKILL_WORKER_INDEX) of `workers`
+    (SECKILL_WORKERS) prefers to be active on: k with k % workers == index - 1.
+    Index 0: none (no preference)."""
+    index = settings.SECKILL_WORKER_INDEX if index is None else index
+    workers = max(1, settings.SECKILL_WORKERS if workers is None else workers)
+    if index < 1:
+        return frozenset()
+    return frozenset(k for k in range(partitions()) if k % workers == (index - 1) % workers)
+
+
+def priorities_honoured(version: str | bytes | None) -> bool:
+    """Whether a RabbitMQ of this version (its server properties' "version")
+    lets consumer priorities choose a quorum queue's single active consumer:
+    from 4.0 on; 3.x makes the first consumer registered active, whatever its
+    priority."""
+    if isinstance(version, bytes):
+        version = version.decode("ascii", "replace")
+    head = (version or "").split(".", 1)[0]
+    return head.isdigit() and int(head) >= 4
+
+
+def confirm_queue(partition: int = 0, *, priority: int | None = None) -> Queue:
     """A partition of the confirm stream: a quorum queue (durable, counts
     deliveries) with one active consumer at a time, so confirms of a SKU are
     applied in the order the broker received them; past the delivery limit a
-    message is dead-lettered. Every partition is bound to the one direct
+    message is dead-lettered. `priority` is a consumer's x-priority
+    (PREFERRED_PRIORITY on the partitions its worker prefers). Every partition is bound to the one direct
     exchange, which a single queue's deployment already has, by its own routing
     key (its name): the publisher picks the partition, so no exchange type or
     plugin is needed."""
@@ -55,6 +87,8 @@ def confirm_queue(partition: int = 0) -> Queue:
             "x-dead-letter-exchange": dead.exchange.name,
             "x-dead-letter-routing-key": dead.routing_key,
         },
+        # Used by a consumer of the queue only (its basic.consume), never declared.
+        consumer_arguments=None if priority is None else {"x-priority": priority},
     )
 
 

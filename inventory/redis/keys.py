@@ -266,6 +266,10 @@ SKU_REGISTRY = tagged("sku-registry")
 SKU_REGISTRY_COMPLETE = f"{SKU_REGISTRY}:complete"
 SKU_REGISTRY_RECENT = f"{SKU_REGISTRY}:recent"
 CONSUMERS_KEY = key("consumers")  # zset identity -> last beat (ms)
+# When each confirm consumer registered on its queue, for brokers whose single
+# active consumer is the first registered (orders.consumers, "hand back").
+REGISTERED_KEY = key("consumers", "registered")  # hash member -> "before:after:preferred"
+REGISTERED_SEQ_KEY = key("consumers", "registered", "seq")  # counter of the numbers above
 SWEEPS_KEY = key("sweeps")  # hash task name -> last run (ms)
 # Written by celery beat (seckill_site.beat): when the running beat started, and
 # since when it holds each task in its schedule (set once, dropped when the task

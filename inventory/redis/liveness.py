@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from core.adapters.redis_py import layout_read
 from core.redis.connection import clustered, redis
 from core.redis.errors import RedisError
 from core.redis.keys import text
 from core.redis.shards import shards
-from inventory.redis.keys import BEAT_HELD_KEY, BEAT_STARTED_KEY, CONSUMERS_KEY, SWEEPS_KEY
+from inventory.redis.keys import (
+    BEAT_HELD_KEY,
+    BEAT_STARTED_KEY,
+    CONSUMERS_KEY,
+    REGISTERED_KEY,
+    REGISTERED_SEQ_KEY,
+    SWEEPS_KEY,
+)
 
 
 def ping() -> bool | str:
@@ -77,6 +85,54 @@ def partitions_consumed(*, within_s: float) -> dict[int, int]:
     for member in consumers_alive(within_s=within_s):
         p = member_partition(member)
         out[p] = out.get(p, 0) + 1
+    return out
+
+
+# --- The order in which the consumers of a partition registered ------------------------
+# On a broker that makes the first registered consumer of a single-active-consumer
+# queue the active one (RabbitMQ 3.x), a consumer of a partition its worker does
+# not prefer gives the partition back to the worker that does: it takes a number
+# before its basic.consume and one after it; a live preferred consumer of the
+# partition whose after-number is higher than this one's before-number may have
+# registered later (it stands by behind this one), so this one leaves between
+# batches and registers again, behind it (orders.consumers).
+
+@dataclass(frozen=True)
+class Registration:
+    identity: str
+    partition: int
+    before: int
+    after: int
+    preferred: bool
+
+
+def registration_number() -> int:
+    return int(redis().incr(REGISTERED_SEQ_KEY))
+
+
+def registration_record(*, identity: str, partition: int, before: int, preferred: bool) -> Registration:
+    """Record a registration (its before-number taken ahead of basic.consume,
+    its after-number now)."""
+    after = registration_number()
+    redis().hset(REGISTERED_KEY, consumer_member(identity, partition), f"{before}:{after}:{int(preferred)}")
+    return Registration(identity, partition, before, after, preferred)
+
+
+def registration_drop(*, identity: str, partition: int) -> None:
+    redis().hdel(REGISTERED_KEY, consumer_member(identity, partition))
+
+
+def registrations(*, partition: int, within_s: float) -> list[Registration]:
+    """The registrations of the partition's consumers that beat consuming within `within_s`."""
+    alive = set(consumers_alive(within_s=within_s))
+    out = []
+    for member, raw in redis().hgetall(REGISTERED_KEY).items():
+        member = text(member)
+        if member not in alive or member_partition(member) != partition:
+            continue
+        before, after, preferred = text(raw).split(":")
+        identity = member if partition == 0 else member[:-len(f"{PARTITION_MARK}{partition}")]
+        out.append(Registration(identity, partition, int(before), int(after), preferred == "1"))
     return out
 
 

@@ -36,6 +36,14 @@ SECKILL_CONFIRM_QUEUE = CELERY_QUEUE + ".confirm"
 # "<SECKILL_CONFIRM_QUEUE>.<k>". Each worker consumes every partition (one
 # thread and connection each); each queue has one active consumer.
 SECKILL_CONFIRM_PARTITIONS = max(1, env_int("SECKILL_CONFIRM_PARTITIONS", 1))
+# Which partitions this worker prefers to be the active consumer of: worker i
+# (1-based) of SECKILL_WORKERS prefers the partitions k with k % n == i - 1, so
+# n workers numbered 1..n split the active partitions between them
+# (inventory.messages.queues.preferred_partitions; docs/architecture.md, "The
+# confirm stream in partitions"). 0 (the default): no preference, every
+# partition alike, the first worker to register is active on all.
+SECKILL_WORKER_INDEX = max(0, env_int("SECKILL_WORKER_INDEX", 0))
+SECKILL_WORKERS = max(1, env_int("SECKILL_WORKERS", 1))
 # The bulk confirm consumer holds many messages at once; each worker crash
 # counts a delivery for every one of them, so its limit leaves room for a few.
 SECKILL_CONFIRM_DELIVERY_LIMIT = env_int("SECKILL_CONFIRM_DELIVERY_LIMIT", 20)
