@@ -118,22 +118,9 @@ class ConfirmConsumer(threading.Thread):
             self.node = broker_host(conn)
             channel = conn.channel()
             channel.basic_qos(0, batch_size, False)
-            queues.dead_letter_queue()(channel).declare()
-            priority = None if self.preferred is None else (
-                queues.PREFERRED_PRIORITY if self.preferred else queues.STANDBY_PRIORITY)
-            queue = queues.confirm_queue(self.partition, priority=priority)(channel)
-            queue.declare()
-            # Where the broker's single active consumer ignores priorities (3.x),
-            # the order of registration decides: a partition this worker does not
-            # prefer registers behind the worker that does, and is handed back to it.
-            ordered = self.preferred is False and not queues.priorities_honoured(
-                conn.connection.server_properties.get("version"))
-            if ordered and not self.started:
-                self._wait_for_preferred(conn)
-            self.started = True
+            queue, priority, ordered = self._declare(conn, channel)
             buffer: list = []
-            # The tag names the worker and partition, so `rabbitmqctl list_consumers`
-            # shows which worker is each partition's active consumer.
+            # the tag names worker and partition (who is active: `rabbitmqctl list_consumers`)
             consumer = Consumer(channel, queues=[queue], on_message=buffer.append, no_ack=False, accept=None,
                                 tag_prefix=liveness.consumer_member(self.identity, self.partition) + "/")
             before = self._registration_number()
@@ -177,6 +164,24 @@ class ConfirmConsumer(threading.Thread):
                     channel.basic_ack(buffer[-1].delivery_tag, multiple=True)
                     buffer.clear()
                     self.batches += 1
+
+    def _declare(self, conn, channel):
+        """The partition's queue (and the dead letters'), the priority this
+        worker registers with, and whether registration order decides who is
+        active (a broker that ignores priorities: 3.x). There, a partition this
+        worker does not prefer registers behind the worker that does, and is
+        handed back to it."""
+        queues.dead_letter_queue()(channel).declare()
+        priority = None if self.preferred is None else (
+            queues.PREFERRED_PRIORITY if self.preferred else queues.STANDBY_PRIORITY)
+        queue = queues.confirm_queue(self.partition, priority=priority)(channel)
+        queue.declare()
+        ordered = self.preferred is False and not queues.priorities_honoured(
+            conn.connection.server_properties.get("version"))
+        if ordered and not self.started:
+            self._wait_for_preferred(conn)
+        self.started = True
+        return queue, priority, ordered
 
     def _registration_number(self) -> int:
         if self.preferred is None:
