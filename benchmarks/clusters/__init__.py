@@ -1,8 +1,9 @@
 """The local clusters: a Redis Cluster (redis_cluster), a RabbitMQ cluster
-(rabbitmq_cluster) and a MariaDB Galera cluster (mariadb_cluster) on this machine, apart from the single servers scripts/up
-uses, started, healed, stopped and shown by the one runner that `bash
-scripts/cluster`, scripts/cluster.sh (the shell names scripts/test, scripts/up,
-scripts/bench and the tests source), the fault matrix and the tests all call.
+(rabbitmq_cluster) and a MariaDB Galera cluster (mariadb_cluster) on this
+machine, apart from the single servers scripts/up uses, started, healed,
+stopped and shown by the one runner that `bash scripts/cluster`,
+scripts/cluster.sh (the shell names scripts/test, scripts/up, scripts/bench and
+the tests source), the fault matrix and the tests all call.
 
 Standard library only, so a script runs it with the system's python3 before
 any virtualenv exists: `python -m benchmarks.clusters --help`."""

@@ -2,7 +2,7 @@
 (mariadb-server 10.11 with galera-4) on 127.0.0.1:<base>..<base>+2 (3311 by
 default) and a HAProxy front on <base>+3 that sends every connection to one
 synced node at a time. Each node has its own directory
-var/cluster/mariadb/<port>/ (my.cnf, data/, mariadbd.log, mariadbd.pid,
+var/cluster/mariadb/<port>/ (my.cnf, data/, mariadbd.log, node.pid,
 mariadbd.sock); another base has var/cluster/mariadb-<base>/. Its
 group-communication port is <port>+1000, its IST port <port>+1100 and its SST
 port <port>+1200. The single server on 3306 is never touched, nor any process
@@ -144,6 +144,7 @@ class GaleraCluster:
         self.base = base
         self.ports = [base + i for i in range(NODES)]
         self.front = base + NODES
+        self.start_positions: dict[int, str] = {}
         self.dir = directory or (CLUSTER_DIR / "mariadb" if base == DEFAULT_BASE
                                  else CLUSTER_DIR / f"mariadb-{base}")
         self.say = say
@@ -179,7 +180,7 @@ class GaleraCluster:
     def pid(self, port: int) -> int | None:
         """Our node on `port`, None when it is not running: the pid file counts only
         while its process is a mariadbd with this node's my.cnf."""
-        pid = pid_file(self.node_dir(port) / "mariadbd.pid")
+        pid = pid_file(self.node_dir(port) / "node.pid")
         if pid is None or not alive(pid):
             return None
         return pid if f"--defaults-file={self.cnf(port)}" in proc_text(pid, "cmdline").splitlines() else None
@@ -287,16 +288,32 @@ class GaleraCluster:
             if port_open(p):
                 raise ClusterError(f"port {p} is in use by a process this script did not start: stop it first")
         self.write_config(port)
-        (self.node_dir(port) / "mariadbd.pid").unlink(missing_ok=True)
+        if not extra:
+            extra = self.donors(port) + self.start_position(port)
+        # Its pid as this runner started it: mariadbd writes its own pid file only once it
+        # has met the group, and a crashed cluster's first node waits there for the others.
         with open(self.node_dir(port) / "mariadbd.out", "ab") as out:
-            subprocess.Popen([MARIADBD, f"--defaults-file={self.cnf(port)}", "--user=root", *extra],
-                             cwd=self.node_dir(port), stdin=subprocess.DEVNULL, stdout=out,
-                             stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while self.pid(port) is None:
-            if time.monotonic() >= deadline:
-                raise ClusterError(f"MariaDB node {port} did not start: see {self.node_dir(port)}/mariadbd.log")
-            time.sleep(0.1)
+            node = subprocess.Popen([MARIADBD, f"--defaults-file={self.cnf(port)}", "--user=root", *extra],
+                                    cwd=self.node_dir(port), stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        write_private(self.node_dir(port) / "node.pid", f"{node.pid}\n")
+
+    def start_position(self, port: int) -> tuple[str, ...]:
+        """--wsrep_start_position for a node after --wsrep-recover found where it
+        stopped (as Debian's galera_recovery gives it): its InnoDB has the data,
+        so it bootstraps from there or rejoins by IST instead of a full copy."""
+        position = self.start_positions.get(port)
+        return (position,) if position else ()
+
+    def donors(self, port: int) -> tuple[str, ...]:
+        """--wsrep-sst-donor for a joiner: the synced nodes the front does not
+        write to, then any (the trailing comma). A donor leaves the Synced state
+        while it sends the writes missed (IST) or a full copy (SST), and the front
+        would move off the writer it was."""
+        writer = self.front_node() if self.front_pid() is not None else None
+        others = [f"node-{p}" for p in self.ports if p not in (port, writer)
+                  and self.wsrep(p).get("wsrep_local_state") == "4"]
+        return (f"--wsrep-sst-donor={','.join(others)},",) if others else ()
 
     def wait(self, ports: list[int], size: int, seconds: float, what: str) -> bool:
         """Until every node of `ports` is synced in a component of `size`; False
@@ -315,7 +332,7 @@ class GaleraCluster:
     def bootstrap(self, port: int) -> None:
         """A new primary component from this node alone (--wsrep-new-cluster)."""
         self.say(f"MariaDB cluster: bootstrapping from node {port}")
-        self.start(port, "--wsrep-new-cluster")
+        self.start(port, "--wsrep-new-cluster", *self.start_position(port))
         if not self.wait([port], 1, 120, "bootstrapping"):
             raise ClusterError(f"MariaDB node {port} did not bootstrap within 120 s: see "
                                f"{self.node_dir(port)}/mariadbd.log")
@@ -329,9 +346,9 @@ class GaleraCluster:
         if self.sql(port, statement) is None:
             raise ClusterError(f"could not set up the SST user on node {port}")
 
-    def recover_position(self, port: int) -> int:
-        """The node's last committed seqno, as mariadbd --wsrep-recover finds it in
-        InnoDB (-1 when it has none)."""
+    def recover_position(self, port: int) -> tuple[str, int]:
+        """The node's last committed position (cluster uuid, seqno) as
+        mariadbd --wsrep-recover finds it in InnoDB (seqno -1 when it has none)."""
         self.write_config(port)
         logfile = self.node_dir(port) / "mariadbd.log"
         before = logfile.stat().st_size if logfile.exists() else 0
@@ -339,20 +356,20 @@ class GaleraCluster:
                        cwd=self.node_dir(port), capture_output=True, timeout=300)
         with open(logfile, "rb") as f:
             f.seek(before)
-            found = re.findall(rb"Recovered position: [0-9a-f-]+:(-?\d+)", f.read())
-        return int(found[-1]) if found else -1
+            found = re.findall(rb"Recovered position: ([0-9a-f-]+):(-?\d+)", f.read())
+        return (found[-1][0].decode(), int(found[-1][1])) if found else ("", -1)
 
     def cold_start(self) -> None:
         """Every node down: the cluster formed again (fresh, after an orderly stop,
         or after a crash), see the module's docstring."""
         states = {port: self.grastate(port) for port in self.ports}
-        fresh = all(s.get("uuid", "00000000-0000-0000-0000-000000000000").strip("0-") == "" for s in states.values())
-        safe = [port for port in self.ports if states[port].get("safe_to_bootstrap") == "1"]
-        if fresh:
+        if not any(states.values()):  # no node was ever in the cluster
             self.bootstrap(self.ports[0])
             return
+        safe = [port for port in self.ports if states[port].get("safe_to_bootstrap") == "1"
+                and int(states[port].get("seqno", "-1")) >= 0]
         if safe:
-            self.bootstrap(max(safe, key=lambda p: int(states[p].get("seqno", "-1"))))
+            self.bootstrap(max(safe, key=lambda p: int(states[p]["seqno"])))
             return
         if all((self.node_dir(port) / "data" / "gvwstate.dat").exists() for port in self.ports):
             self.say("MariaDB cluster: every node crashed; starting all three to form their last "
@@ -364,10 +381,13 @@ class GaleraCluster:
             self.say(f"MariaDB cluster: not formed again within {RECOVERY_WITHIN_S} s; recovering positions")
             self.kill_all()
         positions = dict(zip(self.ports, in_parallel_results(self.recover_position, self.ports), strict=True))
-        best = max(self.ports, key=lambda p: positions[p])  # the first of the most advanced
-        self.say(f"MariaDB cluster: recovered positions {positions}; node {best} bootstraps")
+        best = max(self.ports, key=lambda p: positions[p][1])  # the first of the most advanced
+        self.say("MariaDB cluster: recovered positions "
+                 f"{', '.join(f'{p}: {positions[p][1]}' for p in self.ports)}; node {best} bootstraps")
         grastate = self.node_dir(best) / "data" / "grastate.dat"
-        grastate.write_text(re.sub(r"safe_to_bootstrap:\s*0", "safe_to_bootstrap: 1", grastate.read_text()))
+        if grastate.exists():
+            grastate.write_text(re.sub(r"safe_to_bootstrap:\s*0", "safe_to_bootstrap: 1", grastate.read_text()))
+        self.start_positions = {p: f"--wsrep_start_position={u}:{n}" for p, (u, n) in positions.items() if u}
         self.bootstrap(best)
 
     def kill_all(self) -> None:
@@ -479,19 +499,21 @@ class GaleraCluster:
 
     def down(self, wipe: bool = False) -> None:
         """The front and the nodes this runner started stopped (by their pid files),
-        their data kept unless `wipe`. All nodes at once: the last to leave is the
-        one marked safe to bootstrap, which the next up finds."""
+        their data kept unless `wipe`. One node after the other, the writer last: the
+        last to leave is marked safe to bootstrap and has every commit, and the next
+        up bootstraps from it (stopped together, none is marked, and the next up
+        has to recover their positions)."""
+        writer = self.front_node() if self.front_pid() is not None else None
         front = self.front_pid()
         if front is not None:
             stop_all([front], grace_s=10, what="haproxy", nodes="MariaDB front", say=self.say)
-        pids = []
-        for port in self.ports:
+        order = sorted(self.ports, key=lambda port: port == writer)
+        for port in order:
             pid = self.pid(port)
             if pid is not None:
-                pids.append(pid)
+                stop_all([pid], grace_s=STOP_GRACE_S, what="mariadbd", nodes=f"MariaDB {port}", say=self.say)
             elif port_open(port):
                 self.say(f"port {port}: not a node of {self.dir} (no live pid file), left running")
-        stop_all(pids, grace_s=STOP_GRACE_S, what="mariadbd", nodes="MariaDB", say=self.say)
         if wipe:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.say(f"removed {self.dir}: the next up forms a fresh cluster")
