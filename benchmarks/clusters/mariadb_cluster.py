@@ -289,7 +289,7 @@ class GaleraCluster:
                 raise ClusterError(f"port {p} is in use by a process this script did not start: stop it first")
         self.write_config(port)
         if not extra:
-            extra = self.donors(port) + self.start_position(port)
+            extra = self.donors(port) + self.start_position(port, recover=True)
         # Its pid as this runner started it: mariadbd writes its own pid file only once it
         # has met the group, and a crashed cluster's first node waits there for the others.
         with open(self.node_dir(port) / "mariadbd.out", "ab") as out:
@@ -298,10 +298,18 @@ class GaleraCluster:
                                     stderr=subprocess.STDOUT, start_new_session=True)
         write_private(self.node_dir(port) / "node.pid", f"{node.pid}\n")
 
-    def start_position(self, port: int) -> tuple[str, ...]:
+    def start_position(self, port: int, *, recover: bool = False) -> tuple[str, ...]:
         """--wsrep_start_position for a node after --wsrep-recover found where it
-        stopped (as Debian's galera_recovery gives it): its InnoDB has the data,
-        so it bootstraps from there or rejoins by IST instead of a full copy."""
+        stopped (as Debian's galera_recovery gives it to the service): its InnoDB
+        has the data, so it bootstraps from there or rejoins by IST instead of a
+        full copy. `recover`: found now for a node that crashed (its grastate.dat
+        says seqno -1; a node stopped in order wrote its position there)."""
+        state = self.grastate(port)
+        if recover and port not in self.start_positions and state.get("seqno") == "-1" \
+                and (self.node_dir(port) / "data" / "ibdata1").exists():
+            uuid, seqno = self.recover_position(port)
+            if uuid and seqno >= 0:
+                self.start_positions[port] = f"--wsrep_start_position={uuid}:{seqno}"
         position = self.start_positions.get(port)
         return (position,) if position else ()
 
