@@ -475,7 +475,10 @@ class GaleraCluster:
             raise ClusterError(f"MariaDB node {port} is not running")
         os.kill(pid, sig)
         if sig == signal.SIGKILL:
-            while alive(pid):
+            # the process, and its listening port: the leader thread turns zombie
+            # before the others are gone and the sockets closed
+            deadline = time.monotonic() + 30
+            while (alive(pid) or port_open(port)) and time.monotonic() < deadline:
                 time.sleep(0.05)
         return pid
 
