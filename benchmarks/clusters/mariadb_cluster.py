@@ -297,6 +297,9 @@ class GaleraCluster:
                                     cwd=self.node_dir(port), stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         write_private(self.node_dir(port) / "node.pid", f"{node.pid}\n")
+        deadline = time.monotonic() + 10  # until the child has exec'd: before, its command line is this one's
+        while self.pid(port) is None and node.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def start_position(self, port: int, *, recover: bool = False) -> tuple[str, ...]:
         """--wsrep_start_position for a node after --wsrep-recover found where it
