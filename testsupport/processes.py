@@ -121,16 +121,22 @@ def live_db(django_db_setup, django_db_blocker):
 
 @pytest.fixture(scope="session")
 def process_env(django_db_setup, django_db_blocker) -> dict[str, str]:
+    from urllib.parse import quote
+
     from django.conf import settings
     from django.db import connection
 
     with django_db_blocker.unblock():
-        name = connection.settings_dict["NAME"]
+        db = connection.settings_dict
+        name = db["NAME"]
     assert name.startswith("test_"), name
+    # the server the tests use (the single one, or the Galera cluster's front in the cluster leg)
+    server = (f"{quote(db['USER'] or 'root')}:{quote(db['PASSWORD'] or '')}@{db['HOST'] or '127.0.0.1'}"
+              f":{db['PORT'] or 3306}")
     env = dict(os.environ)
     env.update(
         DJANGO_SETTINGS_MODULE="seckill_site.settings.test",
-        DATABASE_URL=f"mysql://root:@127.0.0.1:3306/{name}",
+        DATABASE_URL=f"mysql://{server}/{name}",
         REDIS_URL=settings.REDIS_URL,
         SECKILL_REDIS_PREFIX=settings.SECKILL_REDIS_PREFIX,
         SECKILL_QUEUE=settings.CELERY_QUEUE,
