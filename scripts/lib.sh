@@ -154,6 +154,16 @@ haproxy_config() {  # out listen source web...: a HAProxy config from deploy/hap
   haproxy -q -c -f "$out" || { log "HAProxy refused $out"; return 1; }
 }
 
+ensure_galera() {  # the local database cluster's packages (bash scripts/cluster, the test leg, scripts/up --cluster)
+  local missing=()
+  command -v mariadbd >/dev/null || missing+=(mariadb-server mariadb-client)
+  [ -e /usr/lib/galera/libgalera_smm.so ] || missing+=(galera-4)
+  command -v mariabackup >/dev/null || missing+=(mariadb-backup)  # the full copy (SST) a joiner may need
+  command -v socat >/dev/null || missing+=(socat)  # mariabackup's SST streams through it
+  command -v haproxy >/dev/null || missing+=(haproxy)  # the front
+  if [ "${#missing[@]}" -gt 0 ]; then log "installing ${missing[*]}"; apt_install "${missing[@]}"; fi
+}
+
 ensure_services() {
   ensure_mariadb
   ensure_redis

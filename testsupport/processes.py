@@ -14,18 +14,34 @@ import pytest
 from testsupport import ROOT, VENV_BIN, wait_until
 
 
+def galera_front() -> bool:
+    """DATABASE_URL names the front of the local Galera cluster that
+    SECKILL_MARIADB_CLUSTER_BASE says (its base + 3), as in scripts/test's cluster leg."""
+    from urllib.parse import urlsplit
+
+    base = os.environ.get("SECKILL_MARIADB_CLUSTER_BASE", "")
+    url = urlsplit(os.environ.get("DATABASE_URL", ""))
+    return base.isdigit() and url.hostname == "127.0.0.1" and url.port == int(base) + 3
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `redis_cluster` need the Redis Cluster: skipped on one Redis
-    (scripts/test runs them in its cluster leg)."""
+    """Tests marked `redis_cluster` need the Redis Cluster: skipped on one Redis;
+    tests marked `mariadb_cluster` need the Galera cluster behind DATABASE_URL:
+    skipped on the single server (scripts/test runs both in its cluster leg)."""
     from core.redis.connection import clustered
 
-    if clustered():
-        return
-    skip = pytest.mark.skip(reason="needs the Redis Cluster (REDIS_URL=redis+cluster://...; scripts/test's "
-                                   "cluster leg)")
+    skips = []
+    if not clustered():
+        skips.append(("redis_cluster", pytest.mark.skip(
+            reason="needs the Redis Cluster (REDIS_URL=redis+cluster://...; scripts/test's cluster leg)")))
+    if not galera_front():
+        skips.append(("mariadb_cluster", pytest.mark.skip(
+            reason="needs the Galera cluster's front in DATABASE_URL and SECKILL_MARIADB_CLUSTER_BASE "
+                   "(scripts/test's cluster leg)")))
     for item in items:
-        if item.get_closest_marker("redis_cluster"):
-            item.add_marker(skip)
+        for marker, skip in skips:
+            if item.get_closest_marker(marker):
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -118,7 +134,8 @@ def process_env(django_db_setup, django_db_blocker) -> dict[str, str]:
     from django.db import connection
 
     with django_db_blocker.unblock():
-        name = connection.settings_dict["NAME"]
+        db = connection.settings_dict
+        name = db["NAME"]
     assert name.startswith("test_"), name
     env = dict(os.environ)
     env.update(

@@ -1,8 +1,10 @@
-"""`bash scripts/cluster status`: one line per node of each cluster, and
+"""`bash scripts/cluster status`: one line per node of each cluster (Redis,
+RabbitMQ, MariaDB), and
 whether the cluster is whole, as the nodes themselves answer."""
 from __future__ import annotations
 
-from benchmarks.clusters.nodes import without_passwords
+from benchmarks.clusters.mariadb_cluster import GaleraCluster
+from benchmarks.clusters.nodes import stopped, without_passwords
 from benchmarks.clusters.rabbitmq_cluster import RabbitCluster
 from benchmarks.clusters.redis_cluster import RedisCluster
 
@@ -99,4 +101,32 @@ def rabbitmq_status(cluster: RabbitCluster) -> tuple[bool, str]:
     ok = running == n and cluster.clustered()
     rows.append(f"rabbitmq cluster ok: {n} nodes running and clustered ({without_passwords(cluster.url())})"
                 if ok else f"rabbitmq cluster NOT ok ({running}/{n} nodes running)")
+    return ok, "\n".join(rows)
+
+
+MARIADB_ROW = "%-6s %-8s %-8s %-10s %-10s %-6s %s"
+
+
+def mariadb_status(cluster: GaleraCluster) -> tuple[bool, str]:
+    """(ok, the table): per node its pid, state, component, local state, cluster
+    size and whether the front sends to it; ok only when all three are synced in
+    one primary component and the front routes to one of them."""
+    rows = [MARIADB_ROW % ("port", "pid", "state", "component", "local", "size", "front")]
+    front = cluster.front_node() if cluster.front_pid() is not None else None
+    synced = 0
+    for port in cluster.ports:
+        pid = cluster.pid(port)
+        state = "down" if pid is None else "paused" if stopped(pid) else "running"
+        wsrep = cluster.wsrep(port) if state == "running" else {}
+        if wsrep.get("wsrep_cluster_status") == "Primary" and wsrep.get("wsrep_local_state") == "4" \
+                and wsrep.get("wsrep_ready") == "ON" and wsrep.get("wsrep_cluster_size") == str(len(cluster.ports)):
+            synced += 1
+        rows.append(MARIADB_ROW % (port, pid or "-", state, wsrep.get("wsrep_cluster_status", "-"),
+                                   wsrep.get("wsrep_local_state_comment", "-"), wsrep.get("wsrep_cluster_size", "-"),
+                                   "<- writer" if front == port else ""))
+    n = len(cluster.ports)
+    ok = synced == n and front is not None
+    where = f"front {cluster.front} -> {front}" if front else f"front {cluster.front} routes nowhere"
+    rows.append(f"mariadb cluster ok: {n} nodes synced in one primary component, {where}" if ok
+                else f"mariadb cluster NOT ok ({synced}/{n} nodes synced, {where})")
     return ok, "\n".join(rows)
