@@ -114,12 +114,13 @@ def parse_retention_days(raw: str) -> float:
 
 
 def parse_db_retry_seconds(raw: str) -> float:
-    """Seconds a request waits for the database to come back (unset: 6, enough
-    for the cluster's front to move to another node). More than a minute holds
+    """Seconds a request waits for the database to come back (unset: 10: after
+    the cluster's writer dies, the front moves in about a second and the first
+    write commits about 6 s after the loss). More than a minute holds
     a web thread longer than any client waits, so it stops the start."""
     raw = raw.strip()
     try:
-        seconds = float(raw) if raw else 6.0
+        seconds = float(raw) if raw else 10.0
     except ValueError:
         raise _improper(f"SECKILL_DB_RETRY_SECONDS: a number of seconds, got {raw!r}") from None
     if not 0 <= seconds <= 60:  # also NaN
