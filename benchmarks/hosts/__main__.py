@@ -54,6 +54,13 @@ def main(argv: list[str]) -> int:
                 ok, text = bed.status()
                 print(text)
                 return 0 if ok else 1
+            case ["can-make"]:
+                from benchmarks.hosts import net
+
+                why = net.can_make()
+                if why:
+                    print(why, file=sys.stderr)
+                return 1 if why else 0
             case ["env"]:
                 for k, v in bed.env().items():
                     print(f"export {k}={shlex.quote(v)}")
