@@ -99,10 +99,13 @@ def measure_pause(row: Row, ctx: Context, results: list[loadgen.Result], jobs: l
     if ctx.cluster is not None:
         paused = {sku for sku, p in found.items() if p is not None and p >= PAUSED_S}
         row.paused = f"{len(paused)}/{len(ctx.skus)}"
+        others = [p for sku, p in found.items() if p is not None and sku not in ctx.skus[:ctx.aimed]]
+        row.other_pause_s = max(others) if others else None
         elsewhere = paused - set(ctx.skus[:ctx.aimed])
         # (a web kill pauses every SKU while it restarts, a RabbitMQ node lost every SKU's publishes)
         if elsewhere and not set(row.faults) & {"web-kill", "web-host-kill", "rabbitmq-node-kill",
-                                                  "rabbitmq-node-restart"}:
+                                                  "rabbitmq-node-restart", "rabbitmq-node-isolate",
+                                                  "web-redis-cut", "worker-broker-cut"}:
             notes.append(f"paused on another master: {', '.join(sorted(elsewhere))} "
                          f"({', '.join(f'{found[s]:.1f}' for s in sorted(elsewhere))} s)")
     row.note = "; ".join(notes)

@@ -1,12 +1,13 @@
 """Every fault of the matrix by its name: those of one host (one_host), the
-Redis Cluster's (redis_cluster) and those of several hosts (hosts). Each takes
+Redis Cluster's (redis_cluster), those of several hosts (hosts) and the
+network's, on the test bed of hosts (network). Each takes
 the run's Context, lands mid-sale, and returns once it is over."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from benchmarks.chaos.context import Context
-from benchmarks.chaos.faults import hosts, one_host, redis_cluster
+from benchmarks.chaos.faults import hosts, network, one_host, redis_cluster
 
 FAULTS: dict[str, Callable[[Context], None]] = {
     "worker-kill": one_host.worker_kill,
@@ -24,4 +25,10 @@ FAULTS: dict[str, Callable[[Context], None]] = {
     "rabbitmq-node-restart": hosts.rabbitmq_node_restart,
     "web-host-kill": hosts.web_host_kill,
     "worker-active-kill": hosts.worker_active_kill,
+    "redis-master-isolate": network.redis_master_isolate,
+    "redis-replica-lag": network.redis_replica_lag,
+    "rabbitmq-node-isolate": network.rabbitmq_node_isolate,
+    "worker-broker-cut": network.worker_broker_cut,
+    "web-redis-cut": network.web_redis_cut,
+    "host-isolate": network.host_isolate,
 }
