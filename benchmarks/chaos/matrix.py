@@ -30,7 +30,8 @@ class Matrix:
             self.cluster = RedisNodes(bases[0]) if bases else None
             self.rabbit = RabbitNodes(bases[1]) if bases else None
         self.partitions = max(1, args.partitions)
-        self.stock = args.stock or (100 if self.cluster else 300)
+        # on the bed a sale of 100 a SKU sold out before a cut's pause could be measured
+        self.stock = args.stock or (250 if self.hosts else 100 if self.cluster else 300)
         self.columns = CLUSTER_COLUMNS if self.cluster else COLUMNS
         self.rows: list[Row] = []
         configure(self.cluster, self.rabbit, self.partitions, db_host=self._db_host())
