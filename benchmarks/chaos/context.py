@@ -35,6 +35,7 @@ class Context:
     redis_loss: bool = False
     losses: list[float] = field(default_factory=list)  # clock() when Redis's keys were gone
     nodes: list[str] = field(default_factory=list)     # each cluster fault: "<master>" or "<master>><successor>"
+    faults_over: float = 0.0  # clock() when the last fault returned (a cut healed)
 
     @property
     def sku_id(self) -> str:
