@@ -121,9 +121,18 @@ class BedRedis:
         _wait(promoted, timeout, f"a replica of {old} promoted")
         return found[0]
 
-    def failover(self, replica: str, timeout: float = 30) -> None:
-        self._cli(replica, "cluster", "failover")
-        _wait(lambda: self.role(replica) == "master", timeout, f"{replica} to take over")
+    def failover(self, replica: str, timeout: float = 60) -> None:
+        """CLUSTER FAILOVER on `replica`, asked again every 5 s: a replica still
+        syncing (just restarted) lets a manual failover time out and abort."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.role(replica) == "master":
+                return
+            self._cli(replica, "cluster", "failover")
+            until = time.monotonic() + 5
+            while time.monotonic() < until and self.role(replica) != "master":
+                time.sleep(0.2)
+        raise RuntimeError(f"{replica} to take over not back within {timeout:.0f} s")
 
     def up(self) -> None:
         """Every node running (a killed one restarted from its files rejoins as a
