@@ -35,6 +35,7 @@ RUNS = {
     "chaos-quick": "bash scripts/chaos --quick",
     "chaos-cluster": "bash scripts/chaos --cluster",
     "chaos-cluster-quick": "bash scripts/chaos --cluster --quick",
+    "chaos-hosts-quick": "bash scripts/chaos --cluster --hosts --quick",
 }
 
 PAIR = re.compile(r"([a-z][a-z0-9_]*)=(\S+)")

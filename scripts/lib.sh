@@ -146,6 +146,11 @@ ensure_haproxy() {  # the proxy in front of the web instances (scripts/up --clus
   command -v haproxy >/dev/null || { log "installing HAProxy"; apt_install haproxy; }
 }
 
+ensure_netns_tools() {  # the multi-host test bed (scripts/cluster --hosts): ip netns, bridges, nftables cuts
+  command -v ip >/dev/null || { log "installing iproute2"; apt_install iproute2; }
+  command -v nft >/dev/null || { log "installing nftables"; apt_install nftables; }
+}
+
 haproxy_config() {  # out listen source web...: a HAProxy config from deploy/haproxy.cfg.in, checked
   local out="$1" listen="$2" source="$3"
   shift 3

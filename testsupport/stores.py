@@ -127,6 +127,51 @@ def decr_log_by_order(sku_id: str) -> dict[str, str]:
     return out
 
 
+def every_sale_row_traced(sku_id: str) -> dict[str, list[str]]:
+    """The sale (DECR) log of a SKU traces every unit the gate took, once the
+    sale settled and every move was applied: a `pending` or `success` row has
+    exactly one order holding its units (pending payment or paid, the same
+    quantity) and is the only row of that order; a `fail` row has no order
+    holding units and a decision that is not `confirmed` (refused or undone:
+    its unit dropped or given back in Redis, never moved in MySQL); and the
+    locked units are exactly the pending rows'. (A `fail` row of a confirmed
+    decision is an order cancelled or expired: its give-back has its INCR row.) Returns the order ids by row
+    status and decision, for a failing test to print."""
+    from inventory.models import InventoryLog, ReservationDecision
+    from orders.models import Order
+
+    rows = list(InventoryLog.objects.filter(sku_id=sku_id, operation=InventoryLog.Operation.DECR)
+                .values_list("order_id", "status", "quantity", "reason"))
+    orders = {pk: (status, qty) for pk, status, qty in
+              Order.objects.filter(sku_id=sku_id).values_list("pk", "status", "quantity")}
+    decided = dict(ReservationDecision.objects.filter(sku_id=sku_id).values_list("order_id", "outcome"))
+    holding = {o for o, (st, _) in orders.items() if st in (Order.Status.PENDING_PAYMENT, Order.Status.PAID)}
+    seen: dict[str, str] = {}
+    by_kind: dict[str, list[str]] = {}
+    for order_id, status, qty, reason in rows:
+        assert order_id not in seen, f"two DECR rows for {order_id}"
+        seen[order_id] = status
+        by_kind.setdefault(f"{status}/{decided.get(order_id, 'no decision')}", []).append(order_id)
+        if status in (InventoryLog.Status.PENDING, InventoryLog.Status.SUCCESS):
+            assert order_id in holding, (order_id, status, orders.get(order_id))
+            assert orders[order_id][1] == qty, (order_id, orders[order_id], qty)
+            assert decided.get(order_id) == ReservationDecision.Outcome.CONFIRMED, (order_id, decided.get(order_id))
+        elif decided.get(order_id) == ReservationDecision.Outcome.CONFIRMED:  # an order's units given back
+            assert orders.get(order_id, ("",))[0] in (Order.Status.CANCELLED, Order.Status.EXPIRED), order_id
+            assert InventoryLog.objects.filter(op_id=f"{order_id}:release", operation=InventoryLog.Operation.INCR
+                                               ).count() == 1, order_id
+        else:  # refused or undone: its unit never moved in MySQL
+            assert order_id not in holding, (order_id, status, reason, orders.get(order_id))
+            assert decided.get(order_id) is not None, (order_id, reason)
+    assert holding <= {o for o, st in seen.items() if st != InventoryLog.Status.FAIL}, holding - set(seen)
+    from inventory.models import Sku
+
+    pending = sum(q for _, st, q, _ in rows if st == InventoryLog.Status.PENDING)
+    sku = Sku.objects.get(pk=sku_id)
+    assert sku.locked_stock == pending, (sku.locked_stock, pending, {k: len(v) for k, v in by_kind.items()})
+    return by_kind
+
+
 def confirmed(order_id: str) -> None:
     from orders.models import Order
 

@@ -3,6 +3,7 @@ on the real servers, each judged by every unit and order in both stores.
 
     bash scripts/chaos [--quick] [--only worker-kill,redis-restart] [--list] [--plan]
     bash scripts/chaos --cluster [--quick] [--cluster-base 7020] [--rabbitmq-base 5687] [--partitions 2]
+    bash scripts/chaos --cluster --hosts [--quick]
 
 --list names the faults, --plan prints the runs a plan holds; neither starts anything.
 
@@ -87,6 +88,28 @@ started again (two nodes down of three is a lost majority); after every run
 every node, instance and worker is back.
 
 --partitions N sets SECKILL_CONFIRM_PARTITIONS of every process (1 by default).
+
+--hosts (with --cluster) runs it on the test bed of hosts (benchmarks/hosts:
+network namespaces on a bridge; brought up when it is not): the bed's Redis
+Cluster, RabbitMQ nodes and MariaDB, web1 and web2 behind HAProxy, worker1 and
+worker2, beat in the root namespace; four SKUs of 250 units. Its faults are
+the network's, cuts between hosts (nftables in their namespaces), each healed
+before it returns:
+
+  redis-master-isolate   the aimed master cut from its replicas, web2 and the
+                         workers (web1 keeps it) until a replica took over, 5 s more
+  redis-replica-lag      its replica links cut for 1.5 s, then the master killed
+  rabbitmq-node-isolate  the confirm queue leader's host cut from the other
+                         RabbitMQ hosts for 20 s
+  worker-broker-cut      the active consumer's worker host cut from every
+                         RabbitMQ host until the standby is active
+  web-redis-cut          web1 cut from every Redis node for 8 s
+  host-isolate           the aimed master's store host cut from everything
+
+each alone and (full plan) before each of redis-master-kill, worker-active-kill,
+web-host-kill, rabbitmq-node-kill and web-kill; --quick: each alone and three
+pairs. There pause_s is the longest silence (no new order) after the cut, and
+other_pause_s the same on the SKUs of the other masters.
 
 The last line is a key=value summary ending in verdict=ok|FAIL (with
 broker=single:5672|cluster:<base>, partitions= and the confirm gap's median and

@@ -22,6 +22,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--plan", action="store_true", help="print the runs of this plan and exit, starting nothing")
     ap.add_argument("--cluster", action="store_true",
                     help="on the local Redis Cluster (bash scripts/cluster), with its node faults")
+    ap.add_argument("--hosts", action="store_true",
+                    help="with --cluster: on the multi-host test bed (bash scripts/cluster up --hosts; brought up "
+                         "when it is not), with the network faults (cuts between hosts)")
     ap.add_argument("--cluster-base", type=int, default=None,
                     help="the cluster's first port (default SECKILL_REDIS_CLUSTER_BASE, else 7000)")
     ap.add_argument("--rabbitmq-base", type=int, default=None,
@@ -55,7 +58,10 @@ def listing(names: list[str]) -> str:
 def describe(args: argparse.Namespace, runs: list[tuple[str, ...]]) -> str:
     """--plan: where the runs would go, and each run, in order."""
     stock = args.stock or (100 if args.cluster else 300)
-    if args.cluster:
+    if args.hosts:
+        where = ("the test bed of hosts (store1-3: Redis Cluster, mq1-3: RabbitMQ, db1: MariaDB; web1-2 behind "
+                 "HAProxy, worker1-2)")
+    elif args.cluster:
         redis_base, rabbit_base = bases(args)
         where = (f"the Redis Cluster on {redis_base} (prefix {CLUSTER_PREFIX}), the RabbitMQ cluster on "
                  f"{rabbit_base}, two web instances behind HAProxy, two workers")
@@ -70,7 +76,8 @@ def describe(args: argparse.Namespace, runs: list[tuple[str, ...]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    names = plans.fault_names(args.cluster)
+    args.cluster = args.cluster or args.hosts
+    names = plans.fault_names(args.cluster, args.hosts)
     if args.list:
         print(listing(names))
         return 0
@@ -79,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown fault(s){' on a cluster' if args.cluster else ''}: "
                          f"{', '.join(sorted(unknown))}; see --list")
-    runs = plans.plan(only, args.quick, args.cluster)
+    runs = plans.hosts_plan(only, args.quick) if args.hosts else plans.plan(only, args.quick, args.cluster)
     if args.plan:
         print(describe(args, runs))
         return 0

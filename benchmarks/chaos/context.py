@@ -37,6 +37,7 @@ class Context:
     nodes: list[str] = field(default_factory=list)     # each cluster fault: "<master>" or "<master>><successor>"
     notes: list[str] = field(default_factory=list)     # what a fault measured, for the row's note
     failures: list[str] = field(default_factory=list)  # what a fault found broken: the run is not ok
+    faults_over: float = 0.0  # clock() when the last fault returned (a cut healed)
 
     @property
     def sku_id(self) -> str:

@@ -56,21 +56,42 @@ class Matrix:
         self.own_db = bool(runs) and len(restores) == len(runs)
         self.aside = [] if self.own_db else restores
         self.args, self.runs = args, [r for r in runs if r not in self.aside]
-        self.cluster = RedisNodes(bases[0]) if bases else None
-        self.rabbit = RabbitNodes(bases[1]) if bases else None
+        self.hosts = bool(getattr(args, "hosts", False))
+        if self.hosts:  # the test bed of hosts (benchmarks/hosts), brought up when it is not
+            from benchmarks.chaos.bed import BedRabbit, BedRedis
+            from benchmarks.hosts import bed
+
+            bed.up()
+            self.cluster, self.rabbit = BedRedis(), BedRabbit()
+        else:
+            self.cluster = RedisNodes(bases[0]) if bases else None
+            self.rabbit = RabbitNodes(bases[1]) if bases else None
         self.partitions = max(1, args.partitions)
-        # a longer sale for the restore: its two backups land while it runs
-        self.stock = args.stock or (100 if self.cluster else 4000 if self.own_db else 300)
+        # a longer sale for the restore: its two backups land while it runs; on the
+        # bed a sale of 100 a SKU sold out before a cut's pause could be measured
+        self.stock = args.stock or (250 if self.hosts else 100 if self.cluster else 4000 if self.own_db else 300)
         self.demand = max(args.demand, 10000) if self.own_db else args.demand
         self.columns = CLUSTER_COLUMNS if self.cluster else COLUMNS
         self.rows: list[Row] = []
         self.db = own_mariadb() if self.own_db else None
-        configure(self.cluster, self.rabbit, self.partitions, db_port=self.db.port if self.db else None)
+        configure(self.cluster, self.rabbit, self.partitions, db_port=self.db.port if self.db else None,
+                  db_host=self._db_host())
+
+    def _db_host(self) -> str | None:
+        if not self.hosts:
+            return None
+        from benchmarks.hosts import bed
+
+        return bed.DB_HOSTS[0].ip
 
     def ensure_up(self) -> None:
         """The machine's servers, and the clusters' nodes, whatever a fault left
         down (a killed node started again, a paused one resumed)."""
         servers.ensure_up()
+        if self.hosts:
+            from benchmarks.hosts import cuts
+
+            cuts.heal_all()
         if self.cluster:
             self.cluster.up()
             self.rabbit.up()
@@ -83,6 +104,9 @@ class Matrix:
             where += f", its own MariaDB 127.0.0.1:{self.db.port} ({self.db.datadir.parent})"
         broker = (f"RabbitMQ cluster 127.0.0.1:{rabbit.ports[0]}-{rabbit.ports[-1]}" if rabbit
                   else f"RabbitMQ {servers.RABBITMQ_PORT}")
+        if self.hosts:
+            where = f"the test bed's Redis Cluster on store1-3, prefix {CLUSTER_PREFIX}, MariaDB on db1"
+            broker = "the test bed's RabbitMQ on mq1-3"
         say(f"setting up a fresh database {DB_NAME}, {where}, {broker} and queue {RESTORE_QUEUE if self.db else QUEUE} "
             f"({self.partitions} confirm "
             f"partition{'s' if self.partitions > 1 else ''}) ...")
@@ -91,11 +115,19 @@ class Matrix:
         self.tokens = stores.make_buyers(self.args.buyers)
         from backups.server import free_port_in
 
-        self.stack = start_stack(free_port_in(range(19000, 20000)), self.args.server, rabbit)
+        port = free_port_in(range(19000, 20000))
+        if self.hosts:
+            from benchmarks.chaos.bed import start_bed_stack
+
+            self.stack = start_bed_stack(port, rabbit)
+        else:
+            self.stack = start_stack(port, self.args.server, rabbit)
         self.stack.db = self.db
         args = self.args
         skus = "four SKUs (two on the master aimed at), " if cluster else ""
         tier = "two web instances behind HAProxy, two workers" if cluster else "one web tier, one worker"
+        if self.hosts:
+            tier = "web1 and web2 behind HAProxy, worker1 and worker2 (network namespaces on skbr0)"
         say(f"{len(self.runs)} runs: {skus}stock {self.stock}{' each' if cluster else ''}, {self.demand} clicks "
             f"each (+10 % retried), {args.concurrency} connections, web server {args.server}, {tier}\n")
         say(f"{'run':<{NAME_WIDTH}} " + " ".join(f"{c:>{width(c)}}" for c in self.columns) + "  verdict")
@@ -157,6 +189,9 @@ class Matrix:
             for line in pauses_by_fault(self.rows) + gaps_by_fault(self.rows):
                 say(line)
         broker = f"cluster:{self.rabbit.ports[0]}" if self.rabbit else f"single:{servers.RABBITMQ_PORT}"
-        say("\n" + summary(self.rows, redis_base=self.cluster.ports[0] if self.cluster else None, broker=broker,
+        if self.hosts:
+            broker = "bed:mq1-3"
+        base = ("bed" if self.hosts else self.cluster.ports[0]) if self.cluster else None
+        say("\n" + summary(self.rows, redis_base=base, broker=broker,
                            partitions=self.partitions))
         return 0 if all(r.ok for r in self.rows) else 1

@@ -41,6 +41,21 @@ def first_sale_after(results: list[loadgen.Result], moment: float, of: Callable[
     return min(done) - moment if done else None
 
 
+def longest_gap(results: list[loadgen.Result], moment: float, of: Callable[[loadgen.Result], bool]
+                = lambda r: True) -> float | None:
+    """The longest stretch from `moment` without a new order answered to a
+    request sent after it (of those `of` picks), up to the last such order;
+    None when there was none. After a network fault the minority side may go
+    on selling for a while (a cut-off master keeps a client until it stops
+    itself): the first sale after the fault is then no measure of the pause,
+    the silence that follows is."""
+    done = sorted(r.finished for r in results
+                  if r.status == 202 and r.started > moment and of(r) and not answer_of(r).get("replayed"))
+    if not done:
+        return None
+    return max(b - a for a, b in zip([moment, *done], done))
+
+
 def second_wave(port: int, tokens: list[str], jobs: list[Job], make: loadgen.MakeRequest,
                 seed: int, skus: list[str]) -> list[loadgen.Result]:
     """Fresh clicks (new keys, the same buyers), paced, until the first 202, a
@@ -84,6 +99,18 @@ def measure_pause(row: Row, ctx: Context, results: list[loadgen.Result], jobs: l
         progress(f"{row.name}: a second wave, {clock() - moment:.1f} s after the loss")
         results.extend(wave([sku for sku, p in found.items() if p is None]))
         found = pauses()
+    from benchmarks.chaos.plan import NETWORK_FAULTS
+
+    if set(row.faults) & set(NETWORK_FAULTS):  # the silence, not the first sale (see longest_gap)
+        def last_sale(sku: str) -> float:
+            return max((r.finished for r in results if r.status == 202 and jobs[r.index][2] == sku), default=0.0)
+
+        quiet = [sku for sku in ctx.skus if last_sale(sku) < ctx.faults_over
+                 and not any(is_sold_out(r) for r in results if jobs[r.index][2] == sku)]
+        if quiet:  # no sale since the cut was healed: fresh clicks show when they sell again
+            progress(f"{row.name}: a second wave after the heal")
+            results.extend(wave(quiet))
+        found = {sku: longest_gap(results, moment, lambda r, sku=sku: jobs[r.index][2] == sku) for sku in ctx.skus}
     progress(f"{row.name}: pause per SKU " + " ".join("-" if p is None else f"{p:.1f}" for p in found.values()))
     measured = [p for p in found.values() if p is not None]
     row.pause_s = max(measured) if measured else None
@@ -99,10 +126,13 @@ def measure_pause(row: Row, ctx: Context, results: list[loadgen.Result], jobs: l
     if ctx.cluster is not None:
         paused = {sku for sku, p in found.items() if p is not None and p >= PAUSED_S}
         row.paused = f"{len(paused)}/{len(ctx.skus)}"
+        others = [p for sku, p in found.items() if p is not None and sku not in ctx.skus[:ctx.aimed]]
+        row.other_pause_s = max(others) if others else None
         elsewhere = paused - set(ctx.skus[:ctx.aimed])
         # (a web kill pauses every SKU while it restarts, a RabbitMQ node lost every SKU's publishes)
         if elsewhere and not set(row.faults) & {"web-kill", "web-host-kill", "rabbitmq-node-kill",
-                                                  "rabbitmq-node-restart"}:
+                                                  "rabbitmq-node-restart", "rabbitmq-node-isolate",
+                                                  "web-redis-cut", "worker-broker-cut"}:
             notes.append(f"paused on another master: {', '.join(sorted(elsewhere))} "
                          f"({', '.join(f'{found[s]:.1f}' for s in sorted(elsewhere))} s)")
     row.note = "; ".join(notes)

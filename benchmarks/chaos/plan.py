@@ -8,7 +8,8 @@ import itertools
 FAULT_NAMES = ("worker-kill", "rabbitmq-restart", "redis-restart", "redis-flushall", "redis-rollback",
                "mariadb-restart", "web-kill", "worker-down", "redis-master-kill", "redis-master-pause",
                "redis-failover", "rabbitmq-node-kill", "rabbitmq-node-restart", "web-host-kill", "worker-active-kill",
-               "mariadb-restore")
+               "mariadb-restore", "redis-master-isolate", "redis-replica-lag", "rabbitmq-node-isolate",
+               "worker-broker-cut", "web-redis-cut", "host-isolate")
 # The one Redis's losses, which a cluster does not have (its nodes are lost one
 # at a time: the cluster faults); and those, which one Redis does not have.
 SINGLE_REDIS_FAULTS = ("redis-restart", "redis-flushall", "redis-rollback")
@@ -22,6 +23,16 @@ SINGLE_BROKER_FAULTS = ("rabbitmq-restart",)
 # (127.0.0.1:3396-3399), never the machine's, so it runs alone, with a stack of
 # its own (benchmarks.chaos.faults.restore); not paired, not on --cluster.
 RESTORE_FAULTS = ("mariadb-restore",)
+# The network's faults (--hosts only: cuts between the test bed's hosts).
+NETWORK_FAULTS = ("redis-master-isolate", "redis-replica-lag", "rabbitmq-node-isolate", "worker-broker-cut",
+                  "web-redis-cut", "host-isolate")
+# Those that lose the aimed master (its pause is measured as a Redis loss's).
+NETWORK_LOSSES = ("redis-master-isolate", "redis-replica-lag", "host-isolate")
+# The process faults the bed pairs them with (each network fault before it).
+BED_PROCESS_FAULTS = ("redis-master-kill", "worker-active-kill", "web-host-kill", "rabbitmq-node-kill", "web-kill")
+# --hosts --quick: each network fault alone and three pairs with a process fault.
+HOSTS_QUICK_PAIRS = [("redis-master-isolate", "worker-active-kill"), ("worker-broker-cut", "redis-master-kill"),
+                     ("rabbitmq-node-isolate", "web-host-kill")]
 
 # Redis losses every plan holds (when their faults are chosen): alone, while the
 # worker is down for the whole sale, and just before and after a worker kill.
@@ -52,10 +63,27 @@ HOST_RUNS = (
 CLUSTER_QUICK_ALONE = ("worker-kill", "web-kill")
 
 
-def fault_names(cluster: bool) -> list[str]:
-    """The faults of the matrix on this kind of Redis, in the order the plan pairs them."""
-    skip = SINGLE_REDIS_FAULTS + SINGLE_BROKER_FAULTS + RESTORE_FAULTS if cluster else CLUSTER_FAULTS + HOST_FAULTS
+def fault_names(cluster: bool, hosts: bool = False) -> list[str]:
+    """The faults of the matrix on this kind of Redis (and on the test bed of
+    hosts: the network's too), in the order the plan pairs them."""
+    skip = (SINGLE_REDIS_FAULTS + SINGLE_BROKER_FAULTS + RESTORE_FAULTS if cluster or hosts
+            else CLUSTER_FAULTS + HOST_FAULTS)
+    skip += () if hosts else NETWORK_FAULTS
     return [name for name in FAULT_NAMES if name not in skip]
+
+
+def hosts_plan(only: list[str] | None, quick: bool) -> list[tuple[str, ...]]:
+    """--hosts: each network fault alone, then (quick) three pairs with a
+    process fault, or (full) each network fault before each process fault of
+    the bed's, and those that lose no master after a Redis master kill."""
+    network = [n for n in (only or NETWORK_FAULTS) if n in NETWORK_FAULTS]
+    singles = [(n,) for n in network]
+    if quick:
+        pairs = [p for p in HOSTS_QUICK_PAIRS if set(p) <= set(only or FAULT_NAMES)]
+        return list(dict.fromkeys(singles + pairs))
+    pairs = ([(n, f) for n in network for f in BED_PROCESS_FAULTS if f in (only or FAULT_NAMES)]
+             + [("redis-master-kill", n) for n in network if n not in NETWORK_LOSSES])
+    return list(dict.fromkeys(singles + pairs))
 
 
 def plan(only: list[str] | None, quick: bool, cluster: bool = False) -> list[tuple[str, ...]]:

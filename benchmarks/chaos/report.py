@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from benchmarks.chaos.plan import CLUSTER_FAULTS, HOST_FAULTS
+from benchmarks.chaos.plan import CLUSTER_FAULTS, HOST_FAULTS, NETWORK_FAULTS, NETWORK_LOSSES
 
 
 @dataclass
@@ -26,6 +26,7 @@ class Row:
     in_flight: str = "-"
     drain_s: float = 0.0
     pause_s: float | None = None
+    other_pause_s: float | None = None  # the longest first sale after the loss on a SKU of another master
     n503: int | None = None
     node: str = "-"
     paused: str = "-"
@@ -38,7 +39,7 @@ class Row:
 
 COLUMNS = ("attempted", "accepted", "confirmed", "failed202", "lost", "duplicated", "oversold", "drift",
            "in_flight", "drain_s", "pause_s", "n503", "confirm_gap_s")
-CLUSTER_COLUMNS = COLUMNS + ("node", "paused")
+CLUSTER_COLUMNS = COLUMNS + ("other_pause_s", "node", "paused")
 
 
 def width(column: str) -> int:
@@ -67,7 +68,7 @@ def _figure_of(rows: list[Row], name: str, value: Callable[[Row], float | None],
 def gaps_by_fault(rows: list[Row]) -> list[str]:
     """Per host fault: the confirm gap (median, max) of the runs it was in, and what each hit."""
     out = []
-    for name in HOST_FAULTS:
+    for name in HOST_FAULTS + tuple(n for n in NETWORK_FAULTS if n not in NETWORK_LOSSES):
         mine = [r for r in rows if name in r.faults]
         if mine:
             figures = _figure_of(mine, name, lambda r: r.confirm_gap_s, "confirm")
@@ -79,12 +80,13 @@ def pauses_by_fault(rows: list[Row]) -> list[str]:
     """Per cluster fault: the pause (median, max) of the runs it was in (and of
     the run of it alone), the nodes and how many of each sale's SKUs paused."""
     out = []
-    for name in CLUSTER_FAULTS:
+    for name in CLUSTER_FAULTS + NETWORK_LOSSES:
         mine = [r for r in rows if name in r.faults]
         if mine:
             figures = _figure_of(mine, name, lambda r: r.pause_s, "pause")
-            out.append(f"{name}: {len(mine)} runs, pause {figures}; nodes {' '.join(r.node for r in mine)}; "
-                       f"SKUs paused {' '.join(r.paused for r in mine)}")
+            others = _figure_of(mine, name, lambda r: r.other_pause_s, "pause")
+            out.append(f"{name}: {len(mine)} runs, pause {figures}; on other masters {others}; "
+                       f"nodes {' '.join(r.node for r in mine)}; SKUs paused {' '.join(r.paused for r in mine)}")
     return out
 
 

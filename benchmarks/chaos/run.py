@@ -11,7 +11,7 @@ from benchmarks.chaos.heal import heal_after
 from benchmarks.chaos.judge import judge, verdict
 from benchmarks.chaos.nodes import RedisNodes
 from benchmarks.chaos.pause import measure_pause, second_wave
-from benchmarks.chaos.plan import HOST_FAULTS
+from benchmarks.chaos.plan import HOST_FAULTS, NETWORK_FAULTS
 from benchmarks.chaos.report import Row
 from benchmarks.chaos.sale import Sale, land, sale_of, sale_skus
 from benchmarks.chaos.stack import Stack
@@ -33,7 +33,7 @@ def _after_the_load(row: Row, sale: Sale, tokens: list[str], names: tuple[str, .
     if ctx.losses:
         measure_pause(row, ctx, results, sale.jobs,
                       lambda skus: second_wave(ctx.stack.port, tokens, sale.jobs, sale.make, sale.seed + 1, skus))
-    elif set(names) & set(HOST_FAULTS) and ctx.struck:
+    elif set(names) & set(HOST_FAULTS + NETWORK_FAULTS) and ctx.struck:
         first = sale.load_began + (ctx.struck[0] - sale.began)  # the first fault on the load's clock
         row.n503 = sum(1 for r in results if r.status == 503 and r.finished > first)
 

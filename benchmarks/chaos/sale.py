@@ -122,6 +122,7 @@ def land(sale: Sale, name: str, names: tuple[str, ...], *, stock: int, concurren
         close_old_connections()
         if ctx.losses:
             progress(f"{name}: {fault} over, {clock() - ctx.losses[0]:.1f} s after the loss")
+    ctx.faults_over = clock()
     load.join()
     sale.load_over = time.time()
     progress(f"{name}: load over after {clock() - sale.load_began:.1f} s")

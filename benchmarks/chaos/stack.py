@@ -39,7 +39,7 @@ RESTORE_PORTS, RESTORE_REDIS_DB, RESTORE_QUEUE = range(3396, 3400), 13, "seckill
 
 
 def configure(cluster: RedisNodes | None, rabbit: RabbitNodes | None = None, partitions: int = 1,
-              db_port: int | None = None) -> None:
+              db_port: int | None = None, db_host: str | None = None) -> None:
     """The run's own stores: Redis db 6 of the single Redis, or its own prefix
     on the cluster; the machine's RabbitMQ, or the RabbitMQ cluster's nodes;
     the confirm stream in `partitions` (every process started inherits it)."""
@@ -53,7 +53,7 @@ def configure(cluster: RedisNodes | None, rabbit: RabbitNodes | None = None, par
         stores.configure(db_name=DB_NAME, redis_db=REDIS_DB, queue=QUEUE, extra_env=extra)
     else:
         stores.configure(db_name=DB_NAME, redis_db=0, queue=QUEUE, extra_env=extra,
-                         redis_url=cluster.url(), redis_prefix=CLUSTER_PREFIX)
+                         redis_url=cluster.url(), redis_prefix=CLUSTER_PREFIX, db_host=db_host)
 
 
 @dataclass

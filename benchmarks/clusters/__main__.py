@@ -13,6 +13,8 @@ from benchmarks.clusters.status import mariadb_status, rabbitmq_status, redis_st
 
 USAGE = """\
 usage: bash scripts/cluster up | down [--wipe] | status
+       bash scripts/cluster up --hosts | down --hosts [--wipe] | status --hosts
+       (the multi-host test bed: python -m benchmarks.hosts --help)
 
 Every command covers the three clusters: Redis on 127.0.0.1:7000-7008 (nine
 nodes, var/cluster/redis/; SECKILL_REDIS_CLUSTER_BASE moves them), RabbitMQ on
@@ -169,6 +171,10 @@ def _one(cluster, kind: type, args: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
+    if "--hosts" in argv:  # the multi-host test bed (benchmarks/hosts)
+        from benchmarks.hosts.__main__ import main as hosts_main
+
+        return hosts_main(argv)
     try:
         if argv[:1] == ["redis"]:
             base, rest = _base(argv[1:], "SECKILL_REDIS_CLUSTER_BASE", 7000)

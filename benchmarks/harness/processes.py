@@ -170,7 +170,7 @@ def _uwsgi(app: str, bind: str, workers: int, threads: int) -> list[str]:
 def start_web(port: int, workers: int, extra: dict[str, str] | None = None, log: str = "bench-web.log",
               server: str = DEFAULT_SERVER) -> Server:
     """The site on `port` under `server`, as the web tier's MySQL user (whose statements are counted)."""
-    database = f"mysql://{stores.WEB_DB_USER}:@127.0.0.1:{stores.DB_PORT}/{stores.DB_NAME}"
+    database = f"mysql://{stores.WEB_DB_USER}:@{stores.DB_HOST}:{stores.DB_PORT}/{stores.DB_NAME}"
     env = dict(os.environ, DATABASE_URL=database, **(extra or {}))
     return web_server(server, "seckill_site.wsgi:application", port, workers, env, log)
 

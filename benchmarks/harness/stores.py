@@ -14,20 +14,22 @@ from benchmarks.harness import HOST, ROOT
 DB_NAME = ""
 WEB_DB_USER = ""
 DB_PORT = 3306  # the MariaDB of the run: the machine's, or one of its own (the fault matrix's mariadb-restore)
+DB_HOST = HOST  # the MariaDB the run's database lives on (the test bed's db1 with --hosts)
 
 
 def configure(*, db_name: str, redis_db: int, queue: str, web_db_user: str | None = None,
               extra_env: dict[str, str] | None = None, redis_url: str | None = None,
-              redis_prefix: str | None = None, db_port: int = 3306) -> None:
+              redis_prefix: str | None = None, db_port: int = 3306, db_host: str | None = None) -> None:
     """Point this process (and the servers it starts) at a store set of its own:
     Redis database `redis_db` of the single Redis, or `redis_url` (a Redis
     Cluster, redis+cluster://..., which has database 0 only: give it a
     `redis_prefix` of its own, SECKILL_REDIS_PREFIX)."""
-    global DB_NAME, WEB_DB_USER, DB_PORT
-    DB_NAME, WEB_DB_USER, DB_PORT = db_name, web_db_user or f"{db_name}_web", db_port
+    global DB_NAME, WEB_DB_USER, DB_PORT, DB_HOST
+    DB_NAME, WEB_DB_USER = db_name, web_db_user or f"{db_name}_web"
+    DB_PORT, DB_HOST = db_port, db_host or HOST
     os.environ.update(
         DJANGO_SETTINGS_MODULE="seckill_site.settings.local",
-        DATABASE_URL=f"mysql://root:@127.0.0.1:{db_port}/{db_name}",
+        DATABASE_URL=f"mysql://root:@{DB_HOST}:{DB_PORT}/{db_name}",
         REDIS_URL=redis_url or f"redis://127.0.0.1:6379/{redis_db}",
         SECKILL_QUEUE=queue,
         SECKILL_BENCH_ENDPOINTS="1",
@@ -56,7 +58,7 @@ def fresh_stores() -> None:
     the server counts), migrate, empty the Redis db and the queues."""
     import MySQLdb
 
-    conn = MySQLdb.connect(host=HOST, user="root", passwd="", port=DB_PORT)
+    conn = MySQLdb.connect(host=DB_HOST, user="root", passwd="", port=DB_PORT)
     cur = conn.cursor()
     cur.execute(f"DROP DATABASE IF EXISTS {DB_NAME}")
     cur.execute(f"CREATE DATABASE {DB_NAME} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")

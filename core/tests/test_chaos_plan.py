@@ -23,6 +23,25 @@ def test_single_plans_have_no_host_or_cluster_faults():
         assert "rabbitmq-restart" in names
 
 
+def test_hosts_plans_have_every_network_fault_alone_and_paired_with_process_faults():
+    quick = chaos.hosts_plan(None, quick=True)
+    assert {r for r in quick if len(r) == 1} == {(n,) for n in chaos.NETWORK_FAULTS}
+    pairs = [r for r in quick if len(r) == 2]
+    assert 2 <= len(pairs) <= 3 and all(r[0] in chaos.NETWORK_FAULTS and r[1] not in chaos.NETWORK_FAULTS
+                                        for r in pairs)
+    full = chaos.hosts_plan(None, quick=False)
+    assert len(full) == len(set(full))
+    for name in chaos.NETWORK_FAULTS:
+        for fault in chaos.BED_PROCESS_FAULTS:
+            assert (name, fault) in full
+    # the network faults exist only on the bed
+    assert set(chaos.NETWORK_FAULTS) <= set(chaos.fault_names(True, hosts=True))
+    for cluster in (True, False):
+        assert not set(chaos.NETWORK_FAULTS) & set(chaos.fault_names(cluster))
+        planned = {n for run in chaos.plan(None, quick=False, cluster=cluster) for n in run}
+        assert not planned & set(chaos.NETWORK_FAULTS)
+
+
 def test_only_host_faults_gives_them_alone_and_crossed():
     runs = chaos.plan(list(chaos.HOST_FAULTS), quick=True, cluster=True)
     assert {r for r in runs if len(r) == 1} == {(n,) for n in chaos.HOST_FAULTS}

@@ -673,6 +673,12 @@ def test_cluster_override_runs_a_three_node_rabbitmq_cluster_that_the_app_fails_
     listed = re.findall(r"^cluster_formation\.classic_config\.nodes\.\d+ = (\S+)$", conf, re.M)
     assert re.search(r"^cluster_formation\.peer_discovery_backend = classic_config$", conf, re.M)
     assert listed == [f"rabbit@{name}" for name in RABBITMQ_NODES]
+    # one partition handling in every layout: compose, the local cluster, the test bed of hosts
+    from benchmarks.clusters.rabbitmq_cluster import CONFIG as LOCAL_CONFIG
+    from benchmarks.hosts.bed import RABBIT_CONFIG as BED_CONFIG
+
+    for text in (conf, LOCAL_CONFIG, BED_CONFIG):
+        assert re.findall(r"^cluster_partition_handling = (\S+)$", text, re.M) == ["pause_minority"]
     volumes = set()
     for name in RABBITMQ_NODES:
         node = services[name]

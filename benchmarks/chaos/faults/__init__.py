@@ -1,13 +1,14 @@
 """Every fault of the matrix by its name: those of one host (one_host), the
-Redis Cluster's (redis_cluster), those of several hosts (hosts) and a lost data
-directory restored from the backups (restore). Each takes
+Redis Cluster's (redis_cluster), those of several hosts (hosts), a lost data
+directory restored from the backups (restore) and the network's, on the test
+bed of hosts (network). Each takes
 the run's Context, lands mid-sale, and returns once it is over."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from benchmarks.chaos.context import Context
-from benchmarks.chaos.faults import hosts, one_host, redis_cluster, restore
+from benchmarks.chaos.faults import hosts, network, one_host, redis_cluster, restore
 
 FAULTS: dict[str, Callable[[Context], None]] = {
     "worker-kill": one_host.worker_kill,
@@ -26,4 +27,10 @@ FAULTS: dict[str, Callable[[Context], None]] = {
     "web-host-kill": hosts.web_host_kill,
     "worker-active-kill": hosts.worker_active_kill,
     "mariadb-restore": restore.mariadb_restore,
+    "redis-master-isolate": network.redis_master_isolate,
+    "redis-replica-lag": network.redis_replica_lag,
+    "rabbitmq-node-isolate": network.rabbitmq_node_isolate,
+    "worker-broker-cut": network.worker_broker_cut,
+    "web-redis-cut": network.web_redis_cut,
+    "host-isolate": network.host_isolate,
 }

@@ -28,7 +28,8 @@ def _broker(ctx: Context) -> RabbitNodes:
 
 # What moves each target: the queue's leader and the active consumer's node
 # move with a RabbitMQ node fault, the active consumer also with a worker's.
-_MOVED_BY = {"leader": ("rabbitmq-",), "consumer_node": ("rabbitmq-", "worker-"), "active": ("rabbitmq-", "worker-")}
+_MOVED_BY = {"leader": ("rabbitmq-",), "consumer_node": ("rabbitmq-", "worker-"),
+             "active": ("rabbitmq-", "worker-")}
 
 
 def _looked_up(ctx: Context, what: str, find: Callable[[], object]):
@@ -133,9 +134,9 @@ def worker_active_kill(ctx: Context) -> None:
 def look_up_targets(ctx: Context, names: tuple[str, ...]) -> None:
     """Before the sale: the aimed queue's leader and active consumer, for the
     run's host faults (a rabbitmqctl call takes a second or two here)."""
-    if "rabbitmq-node-kill" in names:
+    if {"rabbitmq-node-kill", "rabbitmq-node-isolate"} & set(names):
         ctx.targets["leader"] = ctx.stack.rabbit.leader(ctx.queue)
     if "rabbitmq-node-restart" in names:
         ctx.targets["consumer_node"] = _consumer_node(ctx)
-    if "worker-active-kill" in names:
+    if {"worker-active-kill", "worker-broker-cut"} & set(names):
         ctx.targets["active"] = _active(ctx)
