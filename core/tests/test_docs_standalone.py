@@ -244,7 +244,7 @@ def _cluster_leg_args(*args: str) -> list[str]:
 def test_a_marker_expression_given_to_scripts_test_narrows_the_cluster_leg():
     """pytest keeps only the last -m: passed after the leg's own, `-m "not browser"`
     ran nearly the whole suite on the cluster leg."""
-    own = "redis_both or redis_cluster or broker_cluster"
+    own = "redis_both or redis_cluster or broker_cluster or mariadb_both or mariadb_cluster"
     assert _cluster_leg_args() == ["-m", own]
     assert _cluster_leg_args("-x", "-m", "not browser", "core/tests") == [
         "-m", f"({own}) and (not browser)", "-x", "core/tests"]

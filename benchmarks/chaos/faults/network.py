@@ -7,7 +7,7 @@ mq2|: mq2 cut off; worker1|: that host cut from the broker; web1|: from Redis).
 
 Each is a network partition, not a process fault: the processes on the
 minority side live on, keep their connections and go on doing what they were
-doing until a timeout tells them otherwise (docs/failures.md, "Network faults")."""
+doing until a timeout tells them otherwise (docs/failures.md, "Partitions on the test bed of hosts")."""
 from __future__ import annotations
 
 import time
