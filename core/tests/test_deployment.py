@@ -566,11 +566,14 @@ def test_cluster_override_points_the_app_at_the_cluster_and_needs_no_single_redi
         needs = service["depends_on"]
         assert isinstance(needs, _Override) and "redis" not in needs, needs
         assert needs["redis-cluster"] == {"condition": "service_completed_successfully"}, name
-        # what the base file's service needs, but the single Redis and RabbitMQ (the
-        # second web and worker are the base file's web and worker again)
+        # what the base file's service needs, but the single Redis, RabbitMQ and
+        # MariaDB (the second web and worker are the base file's web and worker again)
         kept = {k: v for k, v in base["services"][name.removesuffix("-2")].get(
-                "depends_on", base["x-app"]["depends_on"]).items() if k not in ("redis", "rabbitmq")}
-        assert kept and all(needs.get(k) == v for k, v in kept.items()), (name, needs)
+                "depends_on", base["x-app"]["depends_on"]).items() if k not in ("redis", "rabbitmq", "mysql")}
+        assert all(needs.get(k) == v for k, v in kept.items()), (name, needs)
+        # the database is the Galera cluster's front, healthy before any app service starts
+        assert needs["mariadb-front"] == {"condition": "service_healthy"}, (name, needs)
+        assert "mysql" not in needs, (name, needs)
         assert set(service["networks"]) == {"default", "redis-cluster"}, name  # MySQL, RabbitMQ and the nodes
     assert compose["services"]["redis"] == {"profiles": ["single-redis"]}  # not started by `up`
     assert not any("redis" in s.get("depends_on", {}) for s in compose["services"].values())
