@@ -287,8 +287,7 @@ def start_bed_stack(port: int, rabbit: BedRabbit) -> Stack:
     webs = [_web(h).start() for h in bed.WEBS]
     for h in bed.WEBS:
         app.wait_tcp(h.ip, bed.WEB_PORT)
-    proxy = app.start_proxy(port, bed.WEBS, name="chaos-haproxy")
-    proxy.__class__ = BedProc
+    proxy = app.start_proxy(port, bed.WEBS, name="chaos-haproxy", proc=BedProc)
     names = [f"chaos{i}" for i in range(1, CLUSTER_WORKERS + 1)]
     workers = [_worker(h, n).start() for h, n in zip(bed.WORKERS, names)]
     schedule = app.LOGS / "chaos-beat.schedule"

@@ -80,9 +80,10 @@ def start_worker(h: Host, env: dict[str, str], name: str | None = None) -> Proc:
                 env, f"worker-{h.name}.log").start()
 
 
-def start_proxy(port: int, webs: list[Host], name: str = "haproxy") -> Proc:
+def start_proxy(port: int, webs: list[Host], name: str = "haproxy", proc: type[Proc] = Proc) -> Proc:
     """HAProxy on 127.0.0.1:port in the root namespace, connecting to the web
-    hosts from the bridge's address; its runtime API on var/hosts/logs/<name>.sock."""
+    hosts from the bridge's address; its runtime API on var/hosts/logs/<name>.sock.
+    `proc`: the Proc class it runs as (the fault matrix's has more verbs)."""
     LOGS.mkdir(parents=True, exist_ok=True)
     config, sock = LOGS / f"{name}.cfg", LOGS / f"{name}.sock"
     env = dict(os.environ, SECKILL_PROXY_LISTEN=f"127.0.0.1:{port}", SECKILL_PROXY_SOURCE=net.BRIDGE_IP,
@@ -91,7 +92,7 @@ def start_proxy(port: int, webs: list[Host], name: str = "haproxy") -> Proc:
     subprocess.run(["sh", str(ROOT / "scripts" / "haproxy-config"), str(ROOT / "deploy" / "haproxy.cfg.in"),
                     str(config)], env=env, check=True)
     subprocess.run(["haproxy", "-q", "-c", "-f", str(config)], check=True)
-    proxy = Proc(None, ["haproxy", "-W", "-db", "-f", str(config)], dict(os.environ), f"{name}.log").start()
+    proxy = proc(None, ["haproxy", "-W", "-db", "-f", str(config)], dict(os.environ), f"{name}.log").start()
     proxy.port, proxy.socket = port, sock
     wait_tcp("127.0.0.1", port)
     return proxy
