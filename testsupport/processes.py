@@ -74,6 +74,19 @@ def _clean_stores():
 
 
 @pytest.fixture(autouse=True)
+def _database_connected(django_db_blocker):
+    """Each test starts on a live database connection: a test that killed,
+    paused or restarted a database node (or the front moved meanwhile) leaves
+    this process's connection dead, and Django reconnects only at a request's
+    end, so every later test would meet "server has gone away"."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        if connection.connection is not None and not connection.is_usable():
+            connection.close()
+
+
+@pytest.fixture(autouse=True)
 def _redis_checked(django_db_blocker):
     """Each test starts on checked Redis shards with no claims fence: a test
     that wiped or replaced a store leaves its pause behind otherwise (each

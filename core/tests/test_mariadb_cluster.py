@@ -205,7 +205,10 @@ def test_a_paused_writer_moves_the_front_and_catches_up(whole):
         runner("node", "cont", str(old))
     wait_until(lambda: all(synced(port) for port in NODES), timeout=DEADLINE_S, what="three synced nodes again")
     assert has(old, tag)
-    assert writer() == new
+    # one writer at a time: every new connection through the front lands on the
+    # same synced node (which one may move again while the old one catches up)
+    landed = {writer() for _ in range(5)}
+    assert len(landed) == 1 and None not in landed and synced(landed.pop()), (old, new)
 
 
 def test_a_crash_of_every_node_forms_the_cluster_again_with_the_data(whole):
