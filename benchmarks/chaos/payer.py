@@ -1,6 +1,6 @@
 """Buyers who pay or cancel while the sale and its faults go on: the part of
 the API that needs the database on every request (a click needs Redis and the
-broker only). Two threads take the sale's confirmed orders (PENDING_PAYMENT,
+broker only). Four threads take the sale's confirmed orders (PENDING_PAYMENT,
 read from MySQL as they come) and POST pay (four in five) or cancel with the
 owner's token, paced; a pay answered 503 is sent again later, as a client told
 `unavailable` would. Every answer is kept with the moments it was sent and
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from benchmarks.harness import HOST
 
-THREADS = 2
-GAP_S = 0.1          # between one thread's requests: about 20 a second in all
+THREADS = 4
+GAP_S = 0.2          # between one thread's requests: about 20 a second in all
 REFILL_S = 0.3       # the confirmed orders read again at most this often
 TIMEOUT_S = 30.0     # a request's answer waited for (the app waits out a database away for up to 10 s)
 AFTER_S = 30.0       # after the load, until a pay sent after the last fault answered 200, at most
