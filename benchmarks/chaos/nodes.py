@@ -258,3 +258,16 @@ class GaleraNodes(GaleraCluster):
 
     def running(self) -> list[int]:
         return [port for port in self.ports if self.pid(port) is not None]
+
+    def crash_all(self, timeout: float = 30) -> None:
+        """SIGKILL of every running node at once, then until each process is gone
+        and its ports are closed (a killed mariadbd's leader thread turns zombie
+        before the others are gone: a start meanwhile would find its port taken)."""
+        from benchmarks.clusters.nodes import port_open
+
+        pids = [pid for pid in map(self.pid, self.ports) if pid is not None]
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        ports = [p for port in self.ports for p in (port, self.gcomm_port(port), self.ist_port(port))]
+        _wait(lambda: not any(alive(pid) for pid in pids) and not any(port_open(p) for p in ports), timeout,
+              "the MariaDB nodes' ports closed")

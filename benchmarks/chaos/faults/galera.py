@@ -101,7 +101,7 @@ def mariadb_crash_all(ctx: Context) -> None:
     (pc.recovery), else the most advanced one bootstraps (scripts/cluster up)."""
     galera = _galera(ctx)
     ctx.mark()
-    galera.kill_all()
+    galera.crash_all()
     ctx.done.append("mariadb-crash-all")
     _meanwhile(ctx, "mariadb-crash-all", galera.up)
     ctx.hosts.append("db*")
