@@ -30,12 +30,15 @@ RESULTS = ROOT / "docs" / "results.md"
 RUNS = {
     "bench": "bash scripts/bench",
     "bench-cluster": "bash scripts/bench --cluster",
+    "bench-cluster-quick": "bash scripts/bench --cluster --quick",
     "bench-lua": "bash scripts/bench --lua",
     "chaos": "bash scripts/chaos",
     "chaos-quick": "bash scripts/chaos --quick",
     "chaos-cluster": "bash scripts/chaos --cluster",
     "chaos-cluster-quick": "bash scripts/chaos --cluster --quick",
     "chaos-hosts-quick": "bash scripts/chaos --cluster --hosts --quick",
+    "chaos-cluster-database": ("bash scripts/chaos --cluster --quick --only mariadb-node-kill,mariadb-node-pause,"
+                               "mariadb-node-restart,mariadb-crash-all,redis-master-kill,rabbitmq-node-kill"),
 }
 
 PAIR = re.compile(r"([a-z][a-z0-9_]*)=(\S+)")

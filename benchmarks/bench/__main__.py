@@ -15,7 +15,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     cluster_url = options.cluster_choice(args)
     # before anything imports Django: its settings come from the environment
-    options.configure(cluster_url, galera=args.cluster and not args.cluster_url)
+    options.configure(cluster_url, galera=args.cluster and not args.cluster_url
+                      and args.database == "galera")
     from benchmarks.bench.run import run
 
     return run(args, cluster_url)

@@ -44,6 +44,9 @@ def parser() -> argparse.ArgumentParser:
                     help="on the local Redis Cluster (bash scripts/cluster; its base port "
                          "SECKILL_REDIS_CLUSTER_BASE, 7000 by default), the SKUs of every sale spread over its "
                          f"masters, the keys under the prefix {CLUSTER_PREFIX}")
+    ap.add_argument("--database", choices=("galera", "single"), default="galera",
+                    help="with --cluster: the database on the local Galera cluster's front (the default; "
+                         "SECKILL_MARIADB_CLUSTER_BASE, else 3311) or on the single server (3306), to compare")
     ap.add_argument("--cluster-url", default=None, metavar="redis+cluster://HOST:PORT[,...]",
                     help="on this Redis Cluster instead (implies --cluster)")
     return ap
