@@ -113,6 +113,21 @@ class Matrix:
             self.cluster.up()
             self.rabbit.up()
 
+    def _fresh_stores(self, tries: int = 3) -> None:
+        """stores.fresh_stores, again when the Galera front shut its session
+        (a busy machine's health check timed out and marked the writer down a moment)."""
+        from django.db import OperationalError, connections
+
+        for attempt in range(tries):
+            try:
+                stores.fresh_stores()
+                return
+            except OperationalError:
+                if self.galera is None or attempt == tries - 1:
+                    raise
+                connections.close_all()
+                self.galera.up()
+
     def set_up(self) -> None:
         cluster, rabbit = self.cluster, self.rabbit
         where = (f"Redis Cluster 127.0.0.1:{cluster.ports[0]}-{cluster.ports[-1]}, prefix {CLUSTER_PREFIX}"
@@ -131,7 +146,7 @@ class Matrix:
             f"({self.partitions} confirm "
             f"partition{'s' if self.partitions > 1 else ''}) ...")
         self.ensure_up()
-        stores.fresh_stores()
+        self._fresh_stores()
         self.tokens = stores.make_buyers(self.args.buyers)
         from benchmarks.bench.loads import tokens_by_user
 
