@@ -30,7 +30,6 @@ RESULTS = ROOT / "docs" / "results.md"
 RUNS = {
     "bench": "bash scripts/bench",
     "bench-cluster": "bash scripts/bench --cluster",
-    "bench-cluster-quick": "bash scripts/bench --cluster --quick",
     "bench-lua": "bash scripts/bench --lua",
     "chaos": "bash scripts/chaos",
     "chaos-quick": "bash scripts/chaos --quick",
