@@ -36,6 +36,8 @@ RUNS = {
     "chaos-cluster": "bash scripts/chaos --cluster",
     "chaos-cluster-quick": "bash scripts/chaos --cluster --quick",
     "chaos-hosts-quick": "bash scripts/chaos --cluster --hosts --quick",
+    "chaos-cluster-database": ("bash scripts/chaos --cluster --quick --only mariadb-node-kill,mariadb-node-pause,"
+                               "mariadb-node-restart,mariadb-crash-all,redis-master-kill,rabbitmq-node-kill"),
 }
 
 PAIR = re.compile(r"([a-z][a-z0-9_]*)=(\S+)")

@@ -77,7 +77,15 @@ served). `bash scripts/bench --cluster` also runs on the local RabbitMQ cluster
 (5681-5683, or SECKILL_RABBITMQ_CLUSTER_BASE; started when it is not up):
 CELERY_BROKER_URL names its three nodes, and the RabbitMQ CPU counted is all
 three's, replication included. Every summary ends with broker_nodes= (the
-nodes CELERY_BROKER_URL names). Those are counted from their results: each 202 of the gate's sales
+nodes CELERY_BROKER_URL names). `--cluster` also runs the database on the local
+Galera cluster (3311-3313 through its HAProxy front on 3314, or
+SECKILL_MARIADB_CLUSTER_BASE; started when it is not up; `--database single`
+keeps it on the single server, to compare), and after the rounds measures a
+pay's commit on the single server beside the cluster in interleaved phases
+([6], benchmarks/bench/dbcommit.py): commits a second, latency p50/p99 and the
+mariadbd CPU per commit of each (the cluster's three nodes together). The
+summary adds database= (galera:<base> or single:3306), pay_p99_ms= (the pay
+phase's own p99) and the db_commit_* keys. Those are counted from their results: each 202 of the gate's sales
 names its SKU, whose slot names its master. INFO commandstats counts every
 EVALSHA (the token's authorize and key claim as well), of every client of the
 node: printed beside, it cannot tell the reserves apart.

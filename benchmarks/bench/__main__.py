@@ -14,7 +14,9 @@ def main(argv: list[str] | None = None) -> int:
         print(describe(args))
         return 0
     cluster_url = options.cluster_choice(args)
-    options.configure(cluster_url)  # before anything imports Django: its settings come from the environment
+    # before anything imports Django: its settings come from the environment
+    options.configure(cluster_url, galera=args.cluster and not args.cluster_url
+                      and args.database == "galera")
     from benchmarks.bench.run import run
 
     return run(args, cluster_url)

@@ -44,6 +44,9 @@ def parser() -> argparse.ArgumentParser:
                     help="on the local Redis Cluster (bash scripts/cluster; its base port "
                          "SECKILL_REDIS_CLUSTER_BASE, 7000 by default), the SKUs of every sale spread over its "
                          f"masters, the keys under the prefix {CLUSTER_PREFIX}")
+    ap.add_argument("--database", choices=("galera", "single"), default="galera",
+                    help="with --cluster: the database on the local Galera cluster's front (the default; "
+                         "SECKILL_MARIADB_CLUSTER_BASE, else 3311) or on the single server (3306), to compare")
     ap.add_argument("--cluster-url", default=None, metavar="redis+cluster://HOST:PORT[,...]",
                     help="on this Redis Cluster instead (implies --cluster)")
     return ap
@@ -79,10 +82,17 @@ def cluster_choice(args: argparse.Namespace) -> str | None:
     return stores.cluster_url() if args.cluster else None
 
 
-def configure(cluster_url: str | None) -> None:
+def galera_base() -> int:
+    """The local Galera cluster --cluster runs the database on: SECKILL_MARIADB_CLUSTER_BASE, else 3311."""
+    return int(os.environ.get("SECKILL_MARIADB_CLUSTER_BASE") or 3311)
+
+
+def configure(cluster_url: str | None, galera: bool = False) -> None:
     """The benchmark's store set, before Django starts (its settings are made
     from the environment). Throttling off: the load generator's buyers click far
-    faster than 10/s each, and pay or cancel their many orders faster than 20/s each."""
+    faster than 10/s each, and pay or cancel their many orders faster than 20/s each.
+    `galera` (--cluster): the database through the local Galera cluster's front."""
     stores.configure(db_name=DB_NAME, redis_db=REDIS_DB, queue=QUEUE, web_db_user=f"{DB_NAME}_web",
                      extra_env={"SECKILL_THROTTLE_RATE": "0", "SECKILL_ORDER_CALLS_RATE": "0"},
-                     redis_url=cluster_url, redis_prefix=CLUSTER_PREFIX if cluster_url else None)
+                     redis_url=cluster_url, redis_prefix=CLUSTER_PREFIX if cluster_url else None,
+                     db_port=galera_base() + 3 if galera else 3306)

@@ -50,6 +50,11 @@ def describe(args: argparse.Namespace) -> str:
     lines.append("  [4]         the order life settled, every SKU checked in both stores")
     if on_cluster:
         lines.append("  [5]         the reserve calls each master served")
+    if args.cluster and not args.cluster_url and args.database == "galera":
+        base = int(os.environ.get("SECKILL_MARIADB_CLUSTER_BASE") or 3311)
+        lines.insert(2, f"  database    the local Galera cluster {base}-{base + 2} through its front {base + 3}")
+        lines.append("  [6]         the database per commit: the single server (3306) beside the Galera cluster, "
+                     "interleaved (db_commit_*)")
     keys = SUMMARY_KEYS + (CLUSTER_KEYS if on_cluster else ()) + ("broker_nodes",)
     lines.append("  last line   " + " ".join(f"{k}=" for k in keys))
     return "\n".join(lines)

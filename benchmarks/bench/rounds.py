@@ -122,6 +122,7 @@ def spread(rows: dict[str, list[Phase]]) -> dict[str, list[float]]:
         "floor_ratio": ratios("sold out", "floor"),
         "pay_ratio": ratios("pay", "baseline"),
         "pay_p99_ratio": ratios("pay", "baseline", "p99"),
+        "pay_p99_ms": [p.p99 for p in rows["pay"]],  # the pay phase's own p99 (ms): single server vs Galera
         "soldout_p99_ratio": ratios("sold out", "baseline", "p99"),
         "gunicorn_floor_ratio": ratios("sold out", "gunicorn floor"),
         # CPU ms per request: the web tier's, and every server's on the selling click

@@ -52,6 +52,14 @@ def run(args: argparse.Namespace, cluster_url: str | None) -> int:
         if "backlog" not in bench.sizes.skip:
             drain.drains(bench)
         consistency(bench)
+        if args.cluster and not args.cluster_url:
+            from benchmarks.bench import dbcommit
+            from benchmarks.bench.options import galera_base
+
+            say(f"\n[6] the database per commit: the single server (3306) beside the Galera cluster "
+                f"({galera_base()}-{galera_base() + 2}, its front {galera_base() + 3}), interleaved")
+            bench.summary.update(dbcommit.compare(galera_base(), rounds=2 if args.quick else 4,
+                                                  seconds=3.0 if args.quick else 5.0, say=say))
         if cluster_url:
             say("\n[5] the reserve calls each master served")
             bench.summary["hot_node_share"] = cluster.node_shares(

@@ -47,7 +47,19 @@ def summary_line(bench: Bench, generators: str, oversold: int, lost: int, ok: bo
         + (f" redis_nodes={len(bench.masters)} hot_node_share={s.get('hot_node_share', 0):.2f}"
            if bench.cluster_url else "")
         + f" broker_nodes={_broker_nodes()}"
+        + f" database={_database()} pay_p99_ms={s.get('pay_p99_ms', 0):.1f}"
+        + "".join(f" {k}={v}" for k, v in s.items() if k.startswith("db_commit_"))
     )
+
+
+def _database() -> str:
+    """single:<port>, or galera:<base> when DATABASE_URL names the local Galera cluster's front (--cluster)."""
+    from django.db import connection
+
+    from benchmarks.bench.options import galera_base
+
+    port = int(connection.settings_dict.get("PORT") or 3306)
+    return f"galera:{galera_base()}" if port == galera_base() + 3 else f"single:{port}"
 
 
 def _broker_nodes() -> int:

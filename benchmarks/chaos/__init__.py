@@ -87,6 +87,31 @@ active after). Before a second RabbitMQ node fault of a run the first node is
 started again (two nodes down of three is a lost majority); after every run
 every node, instance and worker is back.
 
+--cluster also runs the database on a MariaDB Galera cluster of its own
+(three nodes from --mariadb-base, else 3331, its HAProxy front on base+3:
+started when not running; every process's DATABASE_URL names the front, the
+fresh database is made through it), with its faults, each aimed at the node
+the front writes to (`python -m benchmarks.clusters mariadb writer`); each
+lands at once, the node comes back while the sale goes on:
+
+  mariadb-node-kill     SIGKILL of the writer; the front moves to a synced
+                        node; the killed one is started at the end of the run
+  mariadb-node-pause    SIGSTOP of the writer for 8 s, then SIGCONT
+  mariadb-node-restart  the writer stopped cleanly (SIGTERM) and started again
+  mariadb-crash-all     SIGKILL of all three together, then all started: the
+                        cluster forms again (scripts/cluster up)
+
+each alone and before redis-master-kill and rabbitmq-node-kill (--quick: six
+of those pairs). Payers pay (four in five) or cancel the sale's confirmed
+orders through the API while it runs (four threads, about 20 a second; a 503
+sent again later); three more columns: pays (answered 200), pay503 (answered
+503) and pay_pause_s (from a fault to the first pay or cancel answered 200 sent
+after it, the longest of the run's faults). The node column: db3331>3332 (the
+writer killed, the front on 3332 after), db3331~ (paused), db3331^
+(restarted), db* (all three). After every run the cluster is whole (three
+nodes Synced, the front routing) before the next. The summary adds database=
+(galera:<base> or single), pay503=, pay_pause_s_max= and pay_pause_s_median=.
+
 --partitions N sets SECKILL_CONFIRM_PARTITIONS of every process (1 by default).
 
 --hosts (with --cluster) runs it on the test bed of hosts (benchmarks/hosts:

@@ -7,7 +7,7 @@ import os
 import sys
 
 from benchmarks.chaos import plan as plans
-from benchmarks.chaos.stack import CLUSTER_PREFIX, DB_NAME, QUEUE, RABBITMQ_BASE, REDIS_DB
+from benchmarks.chaos.stack import CLUSTER_PREFIX, DB_NAME, MARIADB_BASE, QUEUE, RABBITMQ_BASE, REDIS_DB
 
 
 def parser() -> argparse.ArgumentParser:
@@ -30,6 +30,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--rabbitmq-base", type=int, default=None,
                     help="with --cluster: the RabbitMQ cluster's first port (default SECKILL_RABBITMQ_CLUSTER_BASE, "
                          f"else {RABBITMQ_BASE}; started when not running)")
+    ap.add_argument("--mariadb-base", type=int, default=None,
+                    help=f"with --cluster: the Galera cluster's first port (default {MARIADB_BASE}: its nodes there "
+                         "and the next two, its front on base+3; started when not running)")
     ap.add_argument("--partitions", type=int, default=1,
                     help="SECKILL_CONFIRM_PARTITIONS of every process (default 1)")
     ap.add_argument("--stock", type=int, default=None, help="units per SKU (300; 100 on a cluster, of four SKUs)")
@@ -63,8 +66,10 @@ def describe(args: argparse.Namespace, runs: list[tuple[str, ...]]) -> str:
                  "HAProxy, worker1-2)")
     elif args.cluster:
         redis_base, rabbit_base = bases(args)
+        db_base = args.mariadb_base or MARIADB_BASE
         where = (f"the Redis Cluster on {redis_base} (prefix {CLUSTER_PREFIX}), the RabbitMQ cluster on "
-                 f"{rabbit_base}, two web instances behind HAProxy, two workers")
+                 f"{rabbit_base}, the MariaDB Galera cluster on {db_base} (front {db_base + 3}), two web instances "
+                 "behind HAProxy, two workers")
     else:
         where = f"Redis db {REDIS_DB}, the machine's RabbitMQ, one web tier, one worker"
     head = (f"bash scripts/chaos would run {len(runs)} runs (--plan: nothing started): database {DB_NAME}, {where}, "

@@ -2,6 +2,7 @@
 fault noted (when it landed, what it hit, what it left down)."""
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -37,6 +38,7 @@ class Context:
     nodes: list[str] = field(default_factory=list)     # each cluster fault: "<master>" or "<master>><successor>"
     notes: list[str] = field(default_factory=list)     # what a fault measured, for the row's note
     failures: list[str] = field(default_factory=list)  # what a fault found broken: the run is not ok
+    recoveries: list[threading.Thread] = field(default_factory=list)  # a database node's return, mid-run
     faults_over: float = 0.0  # clock() when the last fault returned (a cut healed)
 
     @property

@@ -8,12 +8,17 @@ from benchmarks.chaos.context import Context
 
 
 def heal_hosts(ctx: Context) -> None:
-    """Every RabbitMQ node, web instance and worker a fault left down started
-    again (the broker first: the others connect to it), and waited for."""
+    """Every MariaDB node, RabbitMQ node, web instance and worker a fault left
+    down started again (the database and the broker first: the others connect
+    to them), and waited for: the Galera cluster whole (three nodes Synced)."""
     stack = ctx.stack
     for i, what in ctx.later:
         ctx.hosts[i] = what()
     ctx.later.clear()
+    for t in ctx.recoveries:
+        t.join()
+    if stack.galera is not None:  # the database first: the others reconnect to it
+        stack.galera.up()
     if stack.rabbit is not None and (ctx.broker_down or len(stack.rabbit.running()) < len(stack.rabbit.ports)):
         stack.rabbit.up()
         ctx.broker_down = False

@@ -182,6 +182,9 @@ def verdict(row: Row, ctx: Context, balances: list[Balance], results: list, left
               and row.failed202 == 0 and row.duplicated == 0 and sells_again)
     if not balanced:
         row.note = "; ".join(filter(None, ("buckets do not add up", row.note)))
+    for b in balances:  # what a drift is made of, to read it back
+        if b.drift not in (0, None):
+            _noted(row, f"drift {b.drift:+d} on {b.sku}: {b.extra}")
     n500 = sum(1 for r in results if r.status == 500)
     if n500:  # no promise broken (no 202), but no answer the API documents either: see the web log
         _noted(row, f"{n500} answered 500")

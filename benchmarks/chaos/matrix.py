@@ -13,13 +13,24 @@ import tempfile
 from pathlib import Path
 
 from benchmarks import faults as servers
-from benchmarks.chaos.nodes import RabbitNodes, RedisNodes
+from benchmarks.chaos.nodes import GaleraNodes, RabbitNodes, RedisNodes
 from benchmarks.chaos.plan import RESTORE_FAULTS
-from benchmarks.chaos.report import CLUSTER_COLUMNS, COLUMNS, Row, cell, gaps_by_fault, pauses_by_fault, summary, width
+from benchmarks.chaos.report import (
+    CLUSTER_COLUMNS,
+    COLUMNS,
+    Row,
+    cell,
+    database_by_fault,
+    gaps_by_fault,
+    pauses_by_fault,
+    summary,
+    width,
+)
 from benchmarks.chaos.run import run_once
 from benchmarks.chaos.stack import (
     CLUSTER_PREFIX,
     DB_NAME,
+    MARIADB_BASE,
     QUEUE,
     REDIS_DB,
     RESTORE_PORTS,
@@ -66,6 +77,10 @@ class Matrix:
         else:
             self.cluster = RedisNodes(bases[0]) if bases else None
             self.rabbit = RabbitNodes(bases[1]) if bases else None
+        # --cluster: the database too, a Galera cluster of its own (started when it
+        # is not running); every process's DATABASE_URL names its front
+        mariadb_base = getattr(args, "mariadb_base", None) or MARIADB_BASE
+        self.galera = GaleraNodes(mariadb_base) if bases and not self.hosts else None
         self.partitions = max(1, args.partitions)
         # a longer sale for the restore: its two backups land while it runs; on the
         # bed a sale of 100 a SKU sold out before a cut's pause could be measured
@@ -75,7 +90,7 @@ class Matrix:
         self.rows: list[Row] = []
         self.db = own_mariadb() if self.own_db else None
         configure(self.cluster, self.rabbit, self.partitions, db_port=self.db.port if self.db else None,
-                  db_host=self._db_host())
+                  db_host=self._db_host(), db_front=self.galera.front if self.galera else None)
 
     def _db_host(self) -> str | None:
         if not self.hosts:
@@ -92,9 +107,26 @@ class Matrix:
             from benchmarks.hosts import cuts
 
             cuts.heal_all()
+        if self.galera:
+            self.galera.up()
         if self.cluster:
             self.cluster.up()
             self.rabbit.up()
+
+    def _fresh_stores(self, tries: int = 3) -> None:
+        """stores.fresh_stores, again when the Galera front shut its session
+        (a busy machine's health check timed out and marked the writer down a moment)."""
+        from django.db import OperationalError, connections
+
+        for attempt in range(tries):
+            try:
+                stores.fresh_stores()
+                return
+            except OperationalError:
+                if self.galera is None or attempt == tries - 1:
+                    raise
+                connections.close_all()
+                self.galera.up()
 
     def set_up(self) -> None:
         cluster, rabbit = self.cluster, self.rabbit
@@ -104,6 +136,9 @@ class Matrix:
             where += f", its own MariaDB 127.0.0.1:{self.db.port} ({self.db.datadir.parent})"
         broker = (f"RabbitMQ cluster 127.0.0.1:{rabbit.ports[0]}-{rabbit.ports[-1]}" if rabbit
                   else f"RabbitMQ {servers.RABBITMQ_PORT}")
+        if self.galera:
+            where += (f", MariaDB Galera 127.0.0.1:{self.galera.ports[0]}-{self.galera.ports[-1]} behind its front "
+                      f"{self.galera.front}")
         if self.hosts:
             where = f"the test bed's Redis Cluster on store1-3, prefix {CLUSTER_PREFIX}, MariaDB on db1"
             broker = "the test bed's RabbitMQ on mq1-3"
@@ -111,8 +146,11 @@ class Matrix:
             f"({self.partitions} confirm "
             f"partition{'s' if self.partitions > 1 else ''}) ...")
         self.ensure_up()
-        stores.fresh_stores()
+        self._fresh_stores()
         self.tokens = stores.make_buyers(self.args.buyers)
+        from benchmarks.bench.loads import tokens_by_user
+
+        self.token_of = tokens_by_user(self.tokens)
         from backups.server import free_port_in
 
         port = free_port_in(range(19000, 20000))
@@ -123,6 +161,7 @@ class Matrix:
         else:
             self.stack = start_stack(port, self.args.server, rabbit)
         self.stack.db = self.db
+        self.stack.galera = self.galera
         args = self.args
         skus = "four SKUs (two on the master aimed at), " if cluster else ""
         tier = "two web instances behind HAProxy, two workers" if cluster else "one web tier, one worker"
@@ -136,7 +175,8 @@ class Matrix:
         progress(f"run {i}/{len(self.runs)}: {' + '.join(names)}")
         try:
             return run_once(self.stack, self.tokens, names, stock=self.stock, demand=self.demand,
-                            concurrency=self.args.concurrency, cluster=self.cluster, run_index=i - 1)
+                            concurrency=self.args.concurrency, cluster=self.cluster, run_index=i - 1,
+                            token_of=self.token_of)
         except Exception as exc:  # a run that could not complete is a failed run
             self.ensure_up()
             for server in self.stack.servers:
@@ -186,12 +226,13 @@ class Matrix:
             self.show(self.run_aside(names))
         if self.cluster:
             say("")
-            for line in pauses_by_fault(self.rows) + gaps_by_fault(self.rows):
+            for line in pauses_by_fault(self.rows) + gaps_by_fault(self.rows) + database_by_fault(self.rows):
                 say(line)
         broker = f"cluster:{self.rabbit.ports[0]}" if self.rabbit else f"single:{servers.RABBITMQ_PORT}"
+        database = f"galera:{self.galera.base}" if self.galera else "single"
         if self.hosts:
             broker = "bed:mq1-3"
         base = ("bed" if self.hosts else self.cluster.ports[0]) if self.cluster else None
         say("\n" + summary(self.rows, redis_base=base, broker=broker,
-                           partitions=self.partitions))
+                           partitions=self.partitions, database=database))
         return 0 if all(r.ok for r in self.rows) else 1

@@ -14,10 +14,14 @@ from collections.abc import Callable
 
 import redis
 
-from benchmarks.clusters import ClusterError, RabbitCluster, RedisCluster
+from benchmarks.clusters import ClusterError, GaleraCluster, RabbitCluster, RedisCluster
 from benchmarks.clusters.nodes import alive
 
 PAUSE_S = 8.0  # redis-master-pause: longer than the node timeout, so a replica is promoted meanwhile
+# mariadb-node-pause: longer than the front's check gives a paused node (about
+# 2.5 s) and than the group's suspect timeout (5 s): the front moves and the
+# others carry on as two before the node resumes.
+DB_PAUSE_S = 8.0
 
 
 def _wait(check: Callable[[], bool], timeout: float, what: str) -> None:
@@ -229,3 +233,41 @@ class RabbitNodes(RabbitCluster):
             raise RuntimeError(f"no RabbitMQ node running on {port}")
         self.ctl(port, "rabbitmqctl", "shutdown", timeout=120)
         _wait(lambda: not alive(pid), 60, f"RabbitMQ node {port} to stop")
+
+
+class GaleraNodes(GaleraCluster):
+    """The Galera cluster on `base` (its front on base+3), whose writer the
+    database faults kill, pause and restart, and whose three nodes they crash."""
+
+    def __init__(self, base: int = 3331):
+        self._quiet = _Quiet()
+        super().__init__(base, say=self._quiet)
+
+    def up(self) -> None:
+        """Every node running and Synced in one primary component of three (a
+        killed or stopped one started again rejoins by IST; all three crashed
+        form their last component again), the front routing to one."""
+        _heal(super().up, self._quiet, f"the MariaDB cluster's up (base {self.base})")
+
+    def writer(self) -> int:
+        """The node the front sends new connections to now."""
+        port = self.front_node()
+        if port is None:
+            raise RuntimeError(f"the MariaDB front on {self.front} routes to no node")
+        return port
+
+    def running(self) -> list[int]:
+        return [port for port in self.ports if self.pid(port) is not None]
+
+    def crash_all(self, timeout: float = 30) -> None:
+        """SIGKILL of every running node at once, then until each process is gone
+        and its ports are closed (a killed mariadbd's leader thread turns zombie
+        before the others are gone: a start meanwhile would find its port taken)."""
+        from benchmarks.clusters.nodes import port_open
+
+        pids = [pid for pid in map(self.pid, self.ports) if pid is not None]
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        ports = [p for port in self.ports for p in (port, self.gcomm_port(port), self.ist_port(port))]
+        _wait(lambda: not any(alive(pid) for pid in pids) and not any(port_open(p) for p in ports), timeout,
+              "the MariaDB nodes' ports closed")

@@ -9,7 +9,8 @@ FAULT_NAMES = ("worker-kill", "rabbitmq-restart", "redis-restart", "redis-flusha
                "mariadb-restart", "web-kill", "worker-down", "redis-master-kill", "redis-master-pause",
                "redis-failover", "rabbitmq-node-kill", "rabbitmq-node-restart", "web-host-kill", "worker-active-kill",
                "mariadb-restore", "redis-master-isolate", "redis-replica-lag", "rabbitmq-node-isolate",
-               "worker-broker-cut", "web-redis-cut", "host-isolate")
+               "worker-broker-cut", "web-redis-cut", "host-isolate", "mariadb-node-kill", "mariadb-node-pause",
+               "mariadb-node-restart", "mariadb-crash-all")
 # The one Redis's losses, which a cluster does not have (its nodes are lost one
 # at a time: the cluster faults); and those, which one Redis does not have.
 SINGLE_REDIS_FAULTS = ("redis-restart", "redis-flushall", "redis-rollback")
@@ -23,6 +24,10 @@ SINGLE_BROKER_FAULTS = ("rabbitmq-restart",)
 # (127.0.0.1:3396-3399), never the machine's, so it runs alone, with a stack of
 # its own (benchmarks.chaos.faults.restore); not paired, not on --cluster.
 RESTORE_FAULTS = ("mariadb-restore",)
+# The Galera cluster's faults (--cluster only, on its own cluster of three nodes
+# behind the HAProxy front every DATABASE_URL names): the node the front writes
+# to killed, paused, restarted, and all three crashed together.
+GALERA_FAULTS = ("mariadb-node-kill", "mariadb-node-pause", "mariadb-node-restart", "mariadb-crash-all")
 # The network's faults (--hosts only: cuts between the test bed's hosts).
 NETWORK_FAULTS = ("redis-master-isolate", "redis-replica-lag", "rabbitmq-node-isolate", "worker-broker-cut",
                   "web-redis-cut", "host-isolate")
@@ -57,6 +62,16 @@ HOST_RUNS = (
     + [("worker-active-kill", "rabbitmq-node-kill"), ("web-host-kill", "rabbitmq-node-restart"),
        ("rabbitmq-node-kill", "worker-active-kill")]
 )
+# The database's faults: each alone, and each with a Redis master kill and a
+# RabbitMQ node kill after it (the database fault first: it lands at once, its
+# node comes back while the sale goes on); --quick keeps six of those pairs.
+GALERA_RUNS = (
+    [(f,) for f in GALERA_FAULTS]
+    + [(f, p) for f in GALERA_FAULTS for p in ("redis-master-kill", "rabbitmq-node-kill")]
+)
+GALERA_QUICK_PAIRS = [("mariadb-node-kill", "redis-master-kill"), ("mariadb-node-kill", "rabbitmq-node-kill"),
+                      ("mariadb-node-pause", "redis-master-kill"), ("mariadb-node-restart", "rabbitmq-node-kill"),
+                      ("mariadb-crash-all", "redis-master-kill"), ("mariadb-crash-all", "rabbitmq-node-kill")]
 # The other faults the cluster's quick plan runs alone (as a control: the same
 # faults as on one Redis, now with the gate sharded). MariaDB's restart and
 # RabbitMQ's alone stay in the full plan: neither meets a Redis node.
@@ -69,6 +84,7 @@ def fault_names(cluster: bool, hosts: bool = False) -> list[str]:
     skip = (SINGLE_REDIS_FAULTS + SINGLE_BROKER_FAULTS + RESTORE_FAULTS if cluster or hosts
             else CLUSTER_FAULTS + HOST_FAULTS)
     skip += () if hosts else NETWORK_FAULTS
+    skip += GALERA_FAULTS if hosts or not cluster else ()  # the bed's database is one server (db1)
     return [name for name in FAULT_NAMES if name not in skip]
 
 
@@ -96,6 +112,9 @@ def plan(only: list[str] | None, quick: bool, cluster: bool = False) -> list[tup
              if "worker-down" not in p or (p[0] == "worker-down" and "worker-active-kill" not in p)]
     if cluster:
         losses = [run for run in CLUSTER_LOSS_RUNS + HOST_RUNS if set(run) <= set(names)]
+        database = [run for run in GALERA_RUNS if set(run) <= set(names)
+                    and (not quick or len(run) == 1 or run in GALERA_QUICK_PAIRS)]
+        losses += database
         if quick:
             return list(dict.fromkeys([s for s in singles if s[0] in CLUSTER_QUICK_ALONE] + losses))
         return list(dict.fromkeys(singles + losses + pairs))

@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from benchmarks.chaos.plan import CLUSTER_FAULTS, HOST_FAULTS, NETWORK_FAULTS, NETWORK_LOSSES
+from benchmarks.chaos.plan import CLUSTER_FAULTS, GALERA_FAULTS, HOST_FAULTS, NETWORK_FAULTS, NETWORK_LOSSES
 
 
 @dataclass
@@ -31,6 +31,9 @@ class Row:
     node: str = "-"
     paused: str = "-"
     confirm_gap_s: float | None = None
+    pays: int | None = None           # pays and cancels answered 200 (the payers, --cluster)
+    pay503: int | None = None         # pays and cancels answered 503
+    pay_pause_s: float | None = None  # from a fault to the first pay or cancel answered 200 sent after it
     ok: bool = True
     note: str = ""
     redis_loss: bool = False
@@ -39,7 +42,7 @@ class Row:
 
 COLUMNS = ("attempted", "accepted", "confirmed", "failed202", "lost", "duplicated", "oversold", "drift",
            "in_flight", "drain_s", "pause_s", "n503", "confirm_gap_s")
-CLUSTER_COLUMNS = COLUMNS + ("other_pause_s", "node", "paused")
+CLUSTER_COLUMNS = COLUMNS + ("other_pause_s", "node", "paused", "pays", "pay503", "pay_pause_s")
 
 
 def width(column: str) -> int:
@@ -76,6 +79,20 @@ def gaps_by_fault(rows: list[Row]) -> list[str]:
     return out
 
 
+def database_by_fault(rows: list[Row]) -> list[str]:
+    """Per database fault: its confirm gap, pay pause and pays answered 503 over the runs it was in."""
+    out = []
+    for name in GALERA_FAULTS:
+        mine = [r for r in rows if name in r.faults]
+        if mine:
+            gap = _figure_of(mine, name, lambda r: r.confirm_gap_s, "confirm")
+            pay = _figure_of(mine, name, lambda r: r.pay_pause_s, "pay")
+            n503 = " ".join(str(r.pay503 if r.pay503 is not None else "-") for r in mine)
+            out.append(f"{name}: {len(mine)} runs, confirm gap {gap}; pay pause {pay}; pays answered 503 {n503}; "
+                       f"hit {' '.join(r.node for r in mine)}")
+    return out
+
+
 def pauses_by_fault(rows: list[Row]) -> list[str]:
     """Per cluster fault: the pause (median, max) of the runs it was in (and of
     the run of it alone), the nodes and how many of each sale's SKUs paused."""
@@ -90,7 +107,8 @@ def pauses_by_fault(rows: list[Row]) -> list[str]:
     return out
 
 
-def summary(rows: list[Row], *, redis_base: int | None, broker: str, partitions: int) -> str:
+def summary(rows: list[Row], *, redis_base: int | None, broker: str, partitions: int,
+            database: str = "single") -> str:
     """The last line: the sums over the runs, the pauses' and confirm gaps' max
     and median, what the matrix ran on, and the verdict."""
     total = {k: sum(getattr(r, k) for r in rows) for k in ("attempted", "accepted", "lost", "oversold", "failed202")}
@@ -101,12 +119,15 @@ def summary(rows: list[Row], *, redis_base: int | None, broker: str, partitions:
     pause_max, pause_median = _max_median([r.pause_s for r in rows if r.pause_s is not None])
     gap_max, gap_median = _max_median([r.confirm_gap_s for r in rows if r.confirm_gap_s is not None])
     redis_kind = f" redis=cluster:{redis_base}" if redis_base else ""
+    pay_max, pay_median = _max_median([r.pay_pause_s for r in rows if r.pay_pause_s is not None])
+    pay503 = sum(r.pay503 or 0 for r in rows)
     return (f"runs={len(rows)} attempted={total['attempted']} accepted={total['accepted']} "
             f"failed_after_202={total['failed202']} failed_after_202_without_redis_loss={failed_clean} "
             f"duplicated_after_redis_loss={dup_loss} drift={drift} lost={total['lost']} "
             f"oversold={total['oversold']} duplicated={dup_clean} pause_s_max={pause_max} "
             f"pause_s_median={pause_median}{redis_kind} confirm_gap_s_max={gap_max} "
             f"confirm_gap_s_median={gap_median} broker={broker} partitions={partitions} "
+            f"database={database} pay503={pay503} pay_pause_s_max={pay_max} pay_pause_s_median={pay_median} "
             f"verdict={'ok' if all(r.ok for r in rows) else 'FAIL'}")
 
 

@@ -14,6 +14,7 @@ from benchmarks import loadgen
 from benchmarks.chaos.context import Context, clock
 from benchmarks.chaos.faults import FAULTS
 from benchmarks.chaos.nodes import RedisNodes
+from benchmarks.chaos.payer import Payer
 from benchmarks.harness import HOST, progress, stores
 
 # (token, Idempotency-Key, SKU) per request
@@ -71,6 +72,7 @@ class Sale:
     load_began: float = 0.0  # clock() when the load started
     began: float = 0.0       # time.time() then (the faults' moments are time.time(): the confirm gap)
     load_over: float = 0.0   # time.time() when its last answer came
+    payer: Payer | None = None  # buyers paying and cancelling the confirmed orders meanwhile (--cluster)
 
 
 def sale_of(ctx: Context, tokens: list[str], demand: int, seed: int) -> Sale:
@@ -111,6 +113,8 @@ def land(sale: Sale, name: str, names: tuple[str, ...], *, stock: int, concurren
         host=HOST, port=ctx.stack.port, concurrency=concurrency, make_request=sale.make,
         total_requests=len(sale.jobs), timeout_s=30)))
     load.start()
+    if sale.payer is not None:
+        sale.payer.start()
     sale.load_began, sale.began = clock(), time.time()
     _a_quarter_sold(ctx, stock)
     for fault in names:
@@ -126,5 +130,15 @@ def land(sale: Sale, name: str, names: tuple[str, ...], *, stock: int, concurren
     load.join()
     sale.load_over = time.time()
     progress(f"{name}: load over after {clock() - sale.load_began:.1f} s")
+    for t in ctx.recoveries:  # a database node's return, under way since its fault
+        t.join()
+    if ctx.recoveries:
+        progress(f"{name}: the database nodes back, {clock() - sale.load_began:.1f} s into the load")
+    if sale.payer is not None:
+        sale.payer.finish(after=max(ctx.struck, default=None))
+    if ctx.recoveries:  # the front shut this thread's session with the node it went to
+        from django.db import connections
+
+        connections.close_all()
     if ctx.losses:
         progress(f"{name}: load over, {clock() - ctx.losses[0]:.1f} s after the loss")

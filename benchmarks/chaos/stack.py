@@ -13,7 +13,7 @@ from benchmarks.harness.processes import Server
 
 if TYPE_CHECKING:  # the plan reads this module's names without the clusters' modules
     from backups.server import LocalServer
-    from benchmarks.chaos.nodes import RabbitNodes, RedisNodes
+    from benchmarks.chaos.nodes import GaleraNodes, RabbitNodes, RedisNodes
 
 DB_NAME, QUEUE, REDIS_DB, CLUSTER_PREFIX = "seckill_chaos", "seckill-chaos", 6, "seckill-chaos"
 EXTRA_ENV = {
@@ -25,11 +25,16 @@ EXTRA_ENV = {
     "SECKILL_EXPIRY_SWEEP_SECONDS": "3600",
     "SECKILL_RECONCILE_SECONDS": "3600",
     "SECKILL_THROTTLE_RATE": "0",
+    # the payers (--cluster) pay and cancel many of a buyer's orders in a row
+    "SECKILL_ORDER_CALLS_RATE": "0",
 }
 
 # --cluster's RabbitMQ cluster: its own three nodes, apart from bash
 # scripts/cluster's (5681) and the test leg's (5684).
 RABBITMQ_BASE = 5687
+# --cluster's MariaDB Galera cluster: its own three nodes (3331-3333, the front
+# on 3334), apart from scripts/cluster's (3311) and the test leg's (3321, 3326).
+MARIADB_BASE = 3331
 CLUSTER_WORKERS = 2
 
 
@@ -39,9 +44,10 @@ RESTORE_PORTS, RESTORE_REDIS_DB, RESTORE_QUEUE = range(3396, 3400), 13, "seckill
 
 
 def configure(cluster: RedisNodes | None, rabbit: RabbitNodes | None = None, partitions: int = 1,
-              db_port: int | None = None, db_host: str | None = None) -> None:
+              db_port: int | None = None, db_host: str | None = None, db_front: int | None = None) -> None:
     """The run's own stores: Redis db 6 of the single Redis, or its own prefix
     on the cluster; the machine's RabbitMQ, or the RabbitMQ cluster's nodes;
+    the machine's MariaDB, or (`db_front`) the Galera cluster's front;
     the confirm stream in `partitions` (every process started inherits it)."""
     extra = dict(EXTRA_ENV, SECKILL_CONFIRM_PARTITIONS=str(partitions))
     if rabbit is not None:
@@ -53,7 +59,8 @@ def configure(cluster: RedisNodes | None, rabbit: RabbitNodes | None = None, par
         stores.configure(db_name=DB_NAME, redis_db=REDIS_DB, queue=QUEUE, extra_env=extra)
     else:
         stores.configure(db_name=DB_NAME, redis_db=0, queue=QUEUE, extra_env=extra,
-                         redis_url=cluster.url(), redis_prefix=CLUSTER_PREFIX, db_host=db_host)
+                         redis_url=cluster.url(), redis_prefix=CLUSTER_PREFIX, db_host=db_host,
+                         db_port=db_front or 3306)
 
 
 @dataclass
@@ -69,6 +76,7 @@ class Stack:
     proxy: Server | None = None
     rabbit: RabbitNodes | None = None
     db: LocalServer | None = None  # the run's own MariaDB (mariadb-restore), None: the machine's
+    galera: GaleraNodes | None = None  # --cluster: the Galera cluster behind the front DATABASE_URL names
 
     @property
     def servers(self) -> list[Server]:

@@ -16,10 +16,32 @@ def test_cluster_quick_plan_has_every_host_fault_alone_with_a_master_kill_and_pa
     assert ("redis-master-kill", "rabbitmq-node-restart") in runs
 
 
+def test_cluster_quick_plan_has_every_database_fault_alone_and_with_redis_and_broker_kills():
+    runs = chaos.plan(None, quick=True, cluster=True)
+    assert set(chaos.GALERA_FAULTS) == {"mariadb-node-kill", "mariadb-node-pause", "mariadb-node-restart",
+                                        "mariadb-crash-all"}
+    assert set(chaos.GALERA_FAULTS) <= set(chaos.fault_names(True))
+    for name in chaos.GALERA_FAULTS:
+        assert (name,) in runs
+        paired = {r[1] for r in runs if len(r) == 2 and r[0] == name}
+        assert paired & {"redis-master-kill", "rabbitmq-node-kill"}, name
+    with_database = [r for r in runs if set(r) & set(chaos.GALERA_FAULTS)]
+    assert {"redis-master-kill", "rabbitmq-node-kill"} <= {n for r in with_database for n in r}
+    # --quick stays quick: at most ten runs for the database
+    assert len(with_database) <= 10
+    # the full plan pairs each with both
+    full = chaos.plan(None, quick=False, cluster=True)
+    for name in chaos.GALERA_FAULTS:
+        assert (name, "redis-master-kill") in full and (name, "rabbitmq-node-kill") in full
+    # --only the database's faults: each alone and its pairs among them
+    only = chaos.plan(list(chaos.GALERA_FAULTS), quick=True, cluster=True)
+    assert {r for r in only if len(r) == 1} == {(n,) for n in chaos.GALERA_FAULTS}
+
+
 def test_single_plans_have_no_host_or_cluster_faults():
     for quick in (True, False):
         names = {n for run in chaos.plan(None, quick=quick) for n in run}
-        assert not names & set(chaos.HOST_FAULTS + chaos.CLUSTER_FAULTS)
+        assert not names & set(chaos.HOST_FAULTS + chaos.CLUSTER_FAULTS + chaos.GALERA_FAULTS)
         assert "rabbitmq-restart" in names
 
 
@@ -36,6 +58,7 @@ def test_hosts_plans_have_every_network_fault_alone_and_paired_with_process_faul
             assert (name, fault) in full
     # the network faults exist only on the bed
     assert set(chaos.NETWORK_FAULTS) <= set(chaos.fault_names(True, hosts=True))
+    assert not set(chaos.GALERA_FAULTS) & set(chaos.fault_names(True, hosts=True))  # the bed: one MariaDB
     for cluster in (True, False):
         assert not set(chaos.NETWORK_FAULTS) & set(chaos.fault_names(cluster))
         planned = {n for run in chaos.plan(None, quick=False, cluster=cluster) for n in run}

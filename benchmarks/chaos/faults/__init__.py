@@ -1,6 +1,7 @@
 """Every fault of the matrix by its name: those of one host (one_host), the
 Redis Cluster's (redis_cluster), those of several hosts (hosts), a lost data
-directory restored from the backups (restore) and the network's, on the test
+directory restored from the backups (restore), the Galera cluster's nodes
+(galera) and the network's, on the test
 bed of hosts (network). Each takes
 the run's Context, lands mid-sale, and returns once it is over."""
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from benchmarks.chaos.context import Context
-from benchmarks.chaos.faults import hosts, network, one_host, redis_cluster, restore
+from benchmarks.chaos.faults import galera, hosts, network, one_host, redis_cluster, restore
 
 FAULTS: dict[str, Callable[[Context], None]] = {
     "worker-kill": one_host.worker_kill,
@@ -33,4 +34,8 @@ FAULTS: dict[str, Callable[[Context], None]] = {
     "worker-broker-cut": network.worker_broker_cut,
     "web-redis-cut": network.web_redis_cut,
     "host-isolate": network.host_isolate,
+    "mariadb-node-kill": galera.mariadb_node_kill,
+    "mariadb-node-pause": galera.mariadb_node_pause,
+    "mariadb-node-restart": galera.mariadb_node_restart,
+    "mariadb-crash-all": galera.mariadb_crash_all,
 }
