@@ -55,6 +55,6 @@ def describe(args: argparse.Namespace) -> str:
         lines.insert(2, f"  database    the local Galera cluster {base}-{base + 2} through its front {base + 3}")
         lines.append("  [6]         the database per commit: the single server (3306) beside the Galera cluster, "
                      "interleaved (db_commit_*)")
-    keys = SUMMARY_KEYS + (CLUSTER_KEYS if on_cluster else ()) + ("broker_nodes",)
+    keys = SUMMARY_KEYS + (CLUSTER_KEYS if on_cluster else ()) + ("broker_nodes", "database", "pay_p99_ms")
     lines.append("  last line   " + " ".join(f"{k}=" for k in keys))
     return "\n".join(lines)

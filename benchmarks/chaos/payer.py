@@ -41,7 +41,7 @@ class Payer:
     skus: list[str]
     token_of: dict[int, str]  # user id -> token
     answers: list[Answer] = field(default_factory=list)
-    _pool: list[tuple[str, int]] = field(default_factory=list)  # (order id, user id) to pay or cancel
+    _waiting: list[tuple[str, int]] = field(default_factory=list)  # (order id, user id) to pay or cancel
     _tried: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -82,13 +82,13 @@ class Payer:
                 connection.close()
             return
         self._tried.update(oid for oid, _ in rows)
-        self._pool.extend(rows)
+        self._waiting.extend(rows)
 
     def _next(self) -> tuple[str, int] | None:
         with self._lock:
-            if not self._pool:
+            if not self._waiting:
                 self._refill()
-            return self._pool.pop(0) if self._pool else None
+            return self._waiting.pop(0) if self._waiting else None
 
     def _work(self, rnd: random.Random) -> None:
         from django.db import connection
@@ -116,7 +116,7 @@ class Payer:
                 self.answers.append(Answer(sent, time.time(), status, kind))
                 if status in (0, 502, 503, 504):
                     with self._lock:
-                        self._pool.append(job)
+                        self._waiting.append(job)
                 time.sleep(GAP_S)
         finally:
             if conn is not None:

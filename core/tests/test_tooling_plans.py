@@ -72,7 +72,7 @@ def test_the_summary_lines_keep_every_key_and_the_plan_names_them(monkeypatch):
     bench = SimpleNamespace(summary=Zeros(), args=SimpleNamespace(server="granian"), masters=["a", "b", "c"],
                             cluster_url="redis+cluster://x")
     keys = [pair.split("=")[0] for pair in summary.summary_line(bench, "wrk", 0, 0, True).split()]
-    assert keys == [*plan.SUMMARY_KEYS, *plan.CLUSTER_KEYS, "broker_nodes"]
+    assert keys == [*plan.SUMMARY_KEYS, *plan.CLUSTER_KEYS, "broker_nodes", "database", "pay_p99_ms"]
     assert set(BENCH_CONTRACT) <= set(keys)
 
     from benchmarks.chaos.report import Row, summary as chaos_summary
