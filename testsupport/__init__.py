@@ -26,10 +26,21 @@ VENV_BIN = Path(sys.executable).parent
 
 
 def wait_until(cond: Callable[[], object], *, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
+    """Poll `cond` until it is true. A database connection lost while polling
+    (the cluster's front moved to another node) counts as "not yet": the next
+    poll reconnects, as the app's own retries do."""
+    from django.db import InterfaceError, OperationalError, connection
+
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        last = cond()
+        try:
+            last = cond()
+        except (OperationalError, InterfaceError) as exc:
+            if not (exc.args and exc.args[0] in (2006, 2013, 1047)) and not isinstance(exc, InterfaceError):
+                raise
+            connection.close()
+            last = None
         if last:
             return last
         time.sleep(interval)
