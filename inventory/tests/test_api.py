@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from unittest import mock
 
@@ -173,9 +174,13 @@ def test_health_is_measured_at_most_once_a_second_over_one_broker_connection(api
 
     health._health_cache.clear()
     with mock.patch("inventory.redis.liveness.ping", wraps=liveness.ping) as ping:
+        started = time.monotonic()
         for _ in range(20):
             api().get("/api/v1/health")
-    assert ping.call_count == 1
+        elapsed = time.monotonic() - started
+    # once per second of the loop at most (20 requests take more than a second
+    # on a loaded machine): without the cache it would be 20
+    assert 1 <= ping.call_count <= int(elapsed) + 1, (ping.call_count, elapsed)
     conns = set()
     for _ in range(3):
         health._health_cache.clear()
